@@ -1,0 +1,108 @@
+//! The results of a sweep, as the terminal output, the JSON document and the
+//! metrics read them. Plain data: produced by `stats`, `knee` and `sweep`.
+
+use serde::Serialize;
+
+/// Percentiles of one quantity in one level, with the sample count they rest on.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
+pub struct Percentiles {
+    /// Number of samples the percentiles were computed from.
+    pub count: usize,
+    /// 50th percentile (None when there are no samples).
+    pub p50: Option<f64>,
+    /// 95th percentile.
+    pub p95: Option<f64>,
+    /// 99th percentile.
+    pub p99: Option<f64>,
+}
+
+impl Percentiles {
+    /// The exported percentiles as (label value, value) pairs.
+    pub fn labelled(&self) -> [(&'static str, Option<f64>); 3] {
+        [("50", self.p50), ("95", self.p95), ("99", self.p99)]
+    }
+}
+
+/// Summary of one concurrency level.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LevelSummary {
+    /// Requests kept in flight.
+    pub concurrency: u32,
+    /// Requests sent in the level.
+    pub requests: u64,
+    /// Requests per outcome, keyed by the outcome label.
+    pub outcomes: std::collections::BTreeMap<&'static str, u64>,
+    /// Fraction of requests shed (503) or rate limited (429).
+    pub shed_ratio: f64,
+    /// Fraction failed for any other reason.
+    pub error_ratio: f64,
+    /// Time to first token, seconds.
+    pub ttft_seconds: Percentiles,
+    /// End-to-end latency, seconds.
+    pub latency_seconds: Percentiles,
+    /// Gaps between content chunks, seconds.
+    pub inter_token_latency_seconds: Percentiles,
+    /// Per-request generation speed, tokens per second.
+    pub generation_tokens_per_second: Percentiles,
+    /// Output tokens of all completed requests / wall time of the level.
+    pub throughput_tokens_per_second: f64,
+    /// Output tokens of completed requests.
+    pub output_tokens: u64,
+    /// Prompt tokens reported by the server (0 when none reported).
+    pub prompt_tokens: u64,
+    /// Wall time of the level, seconds.
+    pub wall_seconds: f64,
+    /// How output tokens were counted: "usage", "chunks" or "mixed".
+    pub token_source: &'static str,
+    /// Completed streams that ended without a `finish_reason`.
+    pub streams_without_finish_reason: u64,
+    /// Whether the level stayed within the SLO.
+    pub within_slo: bool,
+}
+
+/// Capacity verdict for one workload of one target.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Capacity {
+    /// Highest level within the SLO with every lower level within it too (0 if none).
+    pub knee_concurrency: u32,
+    /// Throughput at the knee, tokens per second (0 when there is no knee).
+    pub throughput_tokens_per_second: f64,
+    /// floor(knee x headroom), at least 1 when the knee is at least 1.
+    pub recommended_max_in_flight: u32,
+    /// First level whose throughput gain over the previous level is under 10%.
+    pub saturation_concurrency: Option<u32>,
+    /// Whether throughput saturated at or before the knee.
+    pub saturated_before_knee: bool,
+    /// Why climbing stopped, when it stopped below the last configured level.
+    pub stopped_because: Option<String>,
+}
+
+/// Results of one workload on one target.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkloadReport {
+    /// Workload name.
+    pub workload: String,
+    /// Levels measured, in order.
+    pub levels: Vec<LevelSummary>,
+    /// Knee and recommendation.
+    pub capacity: Capacity,
+}
+
+/// Results of one sweep of one target.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SweepReport {
+    /// Target name.
+    pub target: String,
+    /// Model id requested.
+    pub model: String,
+    /// Whether every workload was measured to the end.
+    pub success: bool,
+    /// Why the sweep failed, when it did.
+    pub error: Option<String>,
+    /// Wall time of the whole sweep, seconds.
+    pub duration_seconds: f64,
+    /// Unix time at which it finished, seconds.
+    pub finished_at_unix_seconds: f64,
+    /// Per-workload results.
+    pub workloads: Vec<WorkloadReport>,
+}

@@ -1,0 +1,130 @@
+//! One measured request: its outcome class and its timestamps.
+
+use std::time::Duration;
+
+/// How a request ended; exactly one per request (the `outcome` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Completed stream with generated content.
+    Ok,
+    /// HTTP 503: the server declined for load.
+    Shed,
+    /// HTTP 429: a rate limiter declined.
+    RateLimited,
+    /// Any other non-2xx status.
+    HttpError,
+    /// The per-request time limit expired.
+    Timeout,
+    /// The connection could not be opened (refused, DNS, TLS).
+    ConnectError,
+    /// Bad stream, bad JSON, missing fields, error event, reset mid-stream.
+    ProtocolError,
+    /// Stopped by shutdown or reload before it finished.
+    Cancelled,
+}
+
+impl Outcome {
+    /// Every outcome, in exposition order.
+    pub const ALL: [Outcome; 8] = [
+        Outcome::Ok,
+        Outcome::Shed,
+        Outcome::RateLimited,
+        Outcome::HttpError,
+        Outcome::Timeout,
+        Outcome::ConnectError,
+        Outcome::ProtocolError,
+        Outcome::Cancelled,
+    ];
+
+    /// The label value used in metrics and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Shed => "shed",
+            Outcome::RateLimited => "rate_limited",
+            Outcome::HttpError => "http_error",
+            Outcome::Timeout => "timeout",
+            Outcome::ConnectError => "connect_error",
+            Outcome::ProtocolError => "protocol_error",
+            Outcome::Cancelled => "cancelled",
+        }
+    }
+
+    /// Position in [`Outcome::ALL`], for fixed-size counters.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Shed and rate-limited requests count against the shed ratio.
+    pub fn is_shed(self) -> bool {
+        matches!(self, Outcome::Shed | Outcome::RateLimited)
+    }
+}
+
+/// Where the output token count of a request came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenSource {
+    /// `usage.completion_tokens` reported by the server.
+    Usage,
+    /// Number of content chunks (the server reported no usage).
+    Chunks,
+}
+
+/// The measurement of one request. Durations are measured from the moment
+/// the request was sent (after it got its concurrency slot).
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// How the request ended.
+    pub outcome: Outcome,
+    /// HTTP status when one was received.
+    pub status: Option<u16>,
+    /// Send to first chunk carrying generated content.
+    pub ttft: Option<Duration>,
+    /// Send to last chunk carrying generated content.
+    pub latency: Option<Duration>,
+    /// Gaps between consecutive content chunks.
+    pub inter_token: Vec<Duration>,
+    /// Output tokens (see `token_source`).
+    pub output_tokens: u64,
+    /// Where `output_tokens` came from.
+    pub token_source: TokenSource,
+    /// `usage.prompt_tokens` when reported.
+    pub prompt_tokens: Option<u64>,
+    /// Number of chunks that carried generated content.
+    pub content_chunks: u64,
+    /// Whether a `finish_reason` was seen (a stream cut off without one is flagged).
+    pub finish_reason_seen: bool,
+    /// Short description of what went wrong, for logs (never holds a secret).
+    pub error: Option<String>,
+}
+
+impl Sample {
+    /// A sample for a request that failed before any content arrived.
+    pub fn failed(outcome: Outcome, status: Option<u16>, error: impl Into<String>) -> Self {
+        Sample {
+            outcome,
+            status,
+            ttft: None,
+            latency: None,
+            inter_token: Vec::new(),
+            output_tokens: 0,
+            token_source: TokenSource::Chunks,
+            prompt_tokens: None,
+            content_chunks: 0,
+            finish_reason_seen: false,
+            error: Some(error.into()),
+        }
+    }
+
+    /// Generation speed: (output tokens - 1) / (latency - TTFT), in tokens/s.
+    pub fn generation_speed(&self) -> Option<f64> {
+        let (ttft, latency) = (self.ttft?, self.latency?);
+        let decode = latency.checked_sub(ttft)?.as_secs_f64();
+        if self.output_tokens < 2 || decode <= 0.0 {
+            return None;
+        }
+        Some((self.output_tokens - 1) as f64 / decode)
+    }
+}
