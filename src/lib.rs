@@ -1,5 +1,7 @@
 //! llmprobe: keeps measuring the serving capacity of OpenAI-compatible LLM
 //! servers and exposes what it measured to Prometheus.
 
+pub mod chunk;
 pub mod report;
 pub mod sample;
+pub mod sse;
