@@ -1,7 +1,8 @@
-//! llmprobe: keeps measuring the serving capacity of OpenAI-compatible LLM
-//! servers and exposes what it measured to Prometheus.
+//! llmprobe
 
 pub mod chunk;
+pub mod metrics;
 pub mod report;
 pub mod sample;
+pub mod server;
 pub mod sse;

@@ -1,0 +1,378 @@
+//! The HTTP side of the daemon: `/metrics`, `/healthz`, `/readyz`,
+//! `POST /-/reload` and a small index page. Handlers only read shared state
+//! or send a [`Control`] message; the work happens elsewhere.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::metrics::{Metrics, TEXT_CONTENT_TYPE};
+
+/// How long `POST /-/reload` waits for the reload to finish before answering
+/// 500, so that a stuck reload cannot hold HTTP clients forever.
+const RELOAD_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A request from the HTTP side to the daemon's control loop.
+#[derive(Debug)]
+pub enum Control {
+    /// Reload the configuration; the reply carries the outcome (the error
+    /// message on failure), as SIGHUP does through the same code path.
+    Reload {
+        /// Where the control loop sends the outcome.
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+}
+
+/// What the index page shows about one target.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetStatus {
+    /// Target name.
+    pub name: String,
+    /// Model id measured.
+    pub model: String,
+    /// Unix time of the last completed sweep, if any.
+    pub last_success_unix: Option<f64>,
+    /// Why the last sweep failed, when it did (never holds a secret).
+    pub last_error: Option<String>,
+}
+
+/// Produces the current status of every configured target, on demand.
+pub type TargetStatusFn = Arc<dyn Fn() -> Vec<TargetStatus> + Send + Sync>;
+
+/// Everything the handlers share.
+#[derive(Clone)]
+pub struct AppState {
+    /// Every exported metric.
+    pub metrics: Arc<Metrics>,
+    /// Whether `/readyz` answers 200 (set once the daemon is running).
+    pub ready: Arc<AtomicBool>,
+    /// Channel to the daemon's control loop.
+    pub control: mpsc::Sender<Control>,
+    /// Whether `POST /-/reload` is allowed (403 otherwise).
+    pub allow_reload: bool,
+    /// Status of the targets, for the index page.
+    pub targets: TargetStatusFn,
+}
+
+/// Builds the router with every endpoint.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/-/reload", post(reload))
+        .with_state(state)
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    (
+        [(header::CONTENT_TYPE, TEXT_CONTENT_TYPE)],
+        state.metrics.encode(),
+    )
+        .into_response()
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
+    if state.ready.load(Ordering::Acquire) {
+        (StatusCode::OK, "ready")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
+    }
+}
+
+async fn reload(State(state): State<AppState>) -> (StatusCode, String) {
+    if !state.allow_reload {
+        return (
+            StatusCode::FORBIDDEN,
+            "reload over HTTP is disabled; send SIGHUP instead\n".to_string(),
+        );
+    }
+    let (reply, outcome) = oneshot::channel();
+    if state.control.send(Control::Reload { reply }).await.is_err() {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "reload failed: the daemon is shutting down\n".to_string(),
+        );
+    }
+    match tokio::time::timeout(RELOAD_TIMEOUT, outcome).await {
+        Ok(Ok(Ok(()))) => (StatusCode::OK, "configuration reloaded\n".to_string()),
+        Ok(Ok(Err(message))) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("reload failed: {message}\n"),
+        ),
+        Ok(Err(_)) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "reload failed: the daemon dropped the request\n".to_string(),
+        ),
+        Err(_) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!(
+                "reload failed: no answer within {}s\n",
+                RELOAD_TIMEOUT.as_secs()
+            ),
+        ),
+    }
+}
+
+async fn index(State(state): State<AppState>) -> Html<String> {
+    let targets = (state.targets)();
+    let now = SystemTime::now();
+    Html(render_index(
+        &targets,
+        now,
+        state.ready.load(Ordering::Acquire),
+    ))
+}
+
+/// The index page; `now` is a parameter so the page is testable.
+fn render_index(targets: &[TargetStatus], now: SystemTime, ready: bool) -> String {
+    let mut page = String::from(concat!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>llmprobe</title></head>\n",
+        "<body>\n<h1>llmprobe ",
+        env!("CARGO_PKG_VERSION"),
+        "</h1>\n<p><a href=\"/metrics\">/metrics</a> · <a href=\"/healthz\">/healthz</a> · ",
+        "<a href=\"/readyz\">/readyz</a></p>\n",
+    ));
+    let _ = writeln!(
+        page,
+        "<p>{}</p>",
+        if ready {
+            "Ready."
+        } else {
+            "Starting: not ready yet."
+        }
+    );
+    if targets.is_empty() {
+        page.push_str("<p>No targets configured.</p>\n");
+    } else {
+        page.push_str(
+            "<table>\n<tr><th>target</th><th>model</th><th>last measured</th><th>last error</th></tr>\n",
+        );
+        for t in targets {
+            let _ = writeln!(
+                page,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape_html(&t.name),
+                escape_html(&t.model),
+                escape_html(&last_measured(t.last_success_unix, now)),
+                escape_html(t.last_error.as_deref().unwrap_or("")),
+            );
+        }
+        page.push_str("</table>\n");
+    }
+    page.push_str("</body></html>\n");
+    page
+}
+
+/// "2024-01-01T00:00:00Z (5m 3s ago)", or "never".
+fn last_measured(unix: Option<f64>, now: SystemTime) -> String {
+    let Some(when) = unix
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .and_then(|d| UNIX_EPOCH.checked_add(d))
+    else {
+        return "never".to_string();
+    };
+    let stamp = humantime::format_rfc3339_seconds(when);
+    match now.duration_since(when) {
+        // Whole seconds: sub-second precision is noise on this page.
+        Ok(ago) => format!(
+            "{stamp} ({} ago)",
+            humantime::format_duration(Duration::from_secs(ago.as_secs()))
+        ),
+        Err(_) => stamp.to_string(),
+    }
+}
+
+/// Escapes text for HTML element content and attribute values.
+fn escape_html(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Running {
+        base: String,
+        ready: Arc<AtomicBool>,
+        client: reqwest::Client,
+    }
+
+    /// Serves the router on 127.0.0.1:0; reloads succeed unless the control
+    /// loop is told to fail them.
+    async fn start(allow_reload: bool, reload_result: Result<(), String>) -> Running {
+        let metrics = test_metrics();
+        let ready = Arc::new(AtomicBool::new(false));
+        let (tx, mut rx) = mpsc::channel::<Control>(4);
+        tokio::spawn(async move {
+            while let Some(Control::Reload { reply }) = rx.recv().await {
+                let _ = reply.send(reload_result.clone());
+            }
+        });
+        let targets: TargetStatusFn = Arc::new(|| {
+            vec![TargetStatus {
+                name: "<script>alert(1)</script>".to_string(),
+                model: "qwen & co".to_string(),
+                last_success_unix: Some(1_700_000_000.0),
+                last_error: Some("HTTP 503 \"busy\"".to_string()),
+            }]
+        });
+        let app = router(AppState {
+            metrics,
+            ready: Arc::clone(&ready),
+            control: tx,
+            allow_reload,
+            targets,
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Running {
+            base: format!("http://{addr}"),
+            ready,
+            client: reqwest::Client::builder()
+                .no_proxy()
+                .build()
+                .expect("client"),
+        }
+    }
+
+    /// A `Metrics` on a fresh registry of its own.
+    fn test_metrics() -> Arc<Metrics> {
+        Arc::new(Metrics::new(&Default::default()).expect("metrics"))
+    }
+
+    impl Running {
+        async fn get(&self, path: &str) -> (u16, String, String) {
+            let r = self
+                .client
+                .get(format!("{}{path}", self.base))
+                .send()
+                .await
+                .expect("request");
+            let ct = r
+                .headers()
+                .get(header::CONTENT_TYPE.as_str())
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_string();
+            (r.status().as_u16(), ct, r.text().await.expect("body"))
+        }
+
+        async fn post(&self, path: &str) -> (u16, String) {
+            let r = self
+                .client
+                .post(format!("{}{path}", self.base))
+                .send()
+                .await
+                .expect("request");
+            (r.status().as_u16(), r.text().await.expect("body"))
+        }
+    }
+
+    #[tokio::test]
+    async fn metrics_health_and_readiness() {
+        let s = start(true, Ok(())).await;
+        let (status, ct, body) = s.get("/metrics").await;
+        assert_eq!(status, 200);
+        assert_eq!(ct, "text/plain; version=0.0.4; charset=utf-8");
+        assert!(body.contains("llmprobe_build_info{"), "{body}");
+
+        assert_eq!(s.get("/healthz").await.0, 200);
+        assert_eq!(s.get("/healthz").await.2, "ok");
+        assert_eq!(s.get("/readyz").await.0, 503);
+        s.ready.store(true, Ordering::Release);
+        assert_eq!(s.get("/readyz").await.0, 200);
+        assert_eq!(s.get("/nope").await.0, 404);
+    }
+
+    #[tokio::test]
+    async fn reload_reports_the_outcome() {
+        let s = start(true, Ok(())).await;
+        assert_eq!(s.post("/-/reload").await.0, 200);
+        assert_eq!(s.get("/-/reload").await.0, 405);
+
+        let s = start(true, Err("targets[0].base_url: missing".to_string())).await;
+        let (status, body) = s.post("/-/reload").await;
+        assert_eq!(status, 500);
+        assert!(body.contains("targets[0].base_url: missing"), "{body}");
+
+        let s = start(false, Ok(())).await;
+        assert_eq!(s.post("/-/reload").await.0, 403);
+    }
+
+    #[tokio::test]
+    async fn reload_fails_cleanly_when_the_control_loop_is_gone() {
+        let (tx, rx) = mpsc::channel::<Control>(1);
+        drop(rx);
+        let state = AppState {
+            metrics: test_metrics(),
+            ready: Arc::new(AtomicBool::new(true)),
+            control: tx,
+            allow_reload: true,
+            targets: Arc::new(Vec::new),
+        };
+        let (status, body) = reload(State(state)).await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(body.contains("shutting down"));
+    }
+
+    #[tokio::test]
+    async fn index_lists_targets_escaped() {
+        let s = start(true, Ok(())).await;
+        let (status, ct, body) = s.get("/").await;
+        assert_eq!(status, 200);
+        assert!(ct.starts_with("text/html"), "{ct}");
+        for link in ["/metrics", "/healthz", "/readyz"] {
+            assert!(body.contains(&format!("href=\"{link}\"")), "{body}");
+        }
+        assert!(!body.contains("<script>"), "{body}");
+        assert!(body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(body.contains("qwen &amp; co"));
+        assert!(body.contains("HTTP 503 &quot;busy&quot;"));
+        assert!(body.contains("2023-11-14T22:13:20Z"), "{body}");
+    }
+
+    #[test]
+    fn last_measured_formats_time_and_age() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_700_000_303);
+        assert_eq!(
+            last_measured(Some(1_700_000_000.5), now),
+            "2023-11-14T22:13:20Z (5m 2s ago)"
+        );
+        assert_eq!(last_measured(None, now), "never");
+        assert_eq!(last_measured(Some(f64::NAN), now), "never");
+        assert_eq!(last_measured(Some(-1.0), now), "never");
+        let page = render_index(&[], now, false);
+        assert!(page.contains("No targets configured."));
+        assert!(page.contains("not ready"));
+    }
+}

@@ -1,0 +1,195 @@
+//! The whole exposition, with realistic content, passes the real
+//! `promtool check metrics` (Debian's `prometheus` package) without a single
+//! complaint. promtool missing is a failure, not a skip: CI installs it.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use llmprobe::metrics::Metrics;
+use llmprobe::report::{Capacity, LevelSummary, Percentiles, SweepReport, WorkloadReport};
+use llmprobe::sample::{Outcome, Sample, TokenSource};
+
+fn pct(count: usize, base: f64) -> Percentiles {
+    if count == 0 {
+        return Percentiles::default();
+    }
+    Percentiles {
+        count,
+        p50: Some(base),
+        p95: Some(base * 1.8),
+        p99: Some(base * 2.5),
+    }
+}
+
+/// A level whose latency and shedding grow with concurrency; at 16 every
+/// request is shed, so it has no percentiles at all.
+fn level(concurrency: u32, prompt_scale: f64) -> LevelSummary {
+    let c = f64::from(concurrency);
+    let requests = u64::from(concurrency * 3).max(8);
+    let (shed, timeout) = match concurrency {
+        16 => (requests, 0),
+        8 => (4, 1),
+        _ => (0, 0),
+    };
+    let ok = requests - shed - timeout;
+    let mut outcomes = BTreeMap::new();
+    outcomes.insert(Outcome::Ok.as_str(), ok);
+    outcomes.insert(Outcome::Shed.as_str(), shed);
+    outcomes.insert(Outcome::Timeout.as_str(), timeout);
+    let n = ok as usize;
+    LevelSummary {
+        concurrency,
+        requests,
+        outcomes,
+        shed_ratio: shed as f64 / requests as f64,
+        error_ratio: timeout as f64 / requests as f64,
+        ttft_seconds: pct(n, 0.08 * prompt_scale * c),
+        latency_seconds: pct(n, 4.0 * c.sqrt()),
+        inter_token_latency_seconds: pct(n * 255, 0.015 * c.sqrt()),
+        generation_tokens_per_second: pct(n, 65.0 / c.sqrt()),
+        throughput_tokens_per_second: if ok == 0 { 0.0 } else { 60.0 * c.sqrt() },
+        output_tokens: ok * 256,
+        prompt_tokens: ok * 40,
+        wall_seconds: 12.5,
+        token_source: "usage",
+        streams_without_finish_reason: 0,
+        within_slo: concurrency < 8,
+    }
+}
+
+fn report(target: &str, model: &str, success: bool) -> SweepReport {
+    let workloads = [("short-chat", 1.0), ("long-documents", 12.0)]
+        .into_iter()
+        .map(|(name, scale)| WorkloadReport {
+            workload: name.to_string(),
+            levels: [1, 2, 4, 8, 16].iter().map(|c| level(*c, scale)).collect(),
+            capacity: Capacity {
+                knee_concurrency: 4,
+                throughput_tokens_per_second: 120.0,
+                recommended_max_in_flight: 3,
+                saturation_concurrency: (scale > 1.0).then_some(4),
+                saturated_before_knee: scale > 1.0,
+                stopped_because: Some("level 8: shed ratio 0.17 > 0.05".to_string()),
+            },
+        })
+        .collect();
+    SweepReport {
+        target: target.to_string(),
+        model: model.to_string(),
+        success,
+        error: (!success).then(|| "sweep deadline exceeded".to_string()),
+        duration_seconds: 312.5,
+        finished_at_unix_seconds: 1_717_000_000.25,
+        workloads,
+    }
+}
+
+fn ok_sample(ms: u64) -> Sample {
+    Sample {
+        outcome: Outcome::Ok,
+        status: Some(200),
+        ttft: Some(Duration::from_millis(ms)),
+        latency: Some(Duration::from_millis(ms * 30)),
+        inter_token: vec![Duration::from_millis(15); 3],
+        output_tokens: 256,
+        token_source: TokenSource::Usage,
+        prompt_tokens: Some(40),
+        content_chunks: 256,
+        finish_reason_seen: true,
+        error: None,
+    }
+}
+
+fn realistic_exposition() -> String {
+    let metrics = Metrics::new(&Default::default()).expect("metrics");
+    let s = |a: &str, b: &str| (a.to_string(), b.to_string());
+
+    for (target, model) in [
+        ("worker-1", "qwen2.5:7b"),
+        ("gateway \"eu\"", "llama3.1:8b"),
+    ] {
+        metrics.publish_sweep(&report(target, model, true));
+        metrics.set_target_info(
+            target,
+            &[
+                s("model", model),
+                s("server", "vllm"),
+                s("server_version", "0.6.3"),
+                s("gpu", "L40S"),
+                s("rack-id", "r12"),
+                s("9th floor", "yes"),
+            ],
+        );
+        for workload in ["short-chat", "long-documents"] {
+            for ms in [20, 80, 300, 1200] {
+                metrics.observe_request(target, model, workload, &ok_sample(ms));
+            }
+            for outcome in [Outcome::Shed, Outcome::Timeout, Outcome::ProtocolError] {
+                metrics.observe_request(
+                    target,
+                    model,
+                    workload,
+                    &Sample::failed(outcome, Some(503), "failed"),
+                );
+            }
+        }
+        metrics.sweep_postponed(target);
+    }
+    // The second target's latest sweep failed: old results stay, success 0.
+    metrics.publish_sweep(&report("gateway \"eu\"", "llama3.1:8b", false));
+    metrics.publish_gateway_overhead("gateway", "latency", &pct(40, 0.0021));
+    metrics.publish_gateway_overhead("gateway", "ttft", &pct(40, 0.0012));
+    metrics.config_reloaded(true);
+    let _in_flight = metrics.request_in_flight();
+    metrics.encode()
+}
+
+#[test]
+fn promtool_check_metrics_finds_nothing_to_complain_about() {
+    let text = realistic_exposition();
+    // The content is what the test means to check.
+    for family in [
+        "llmprobe_sweep_ttft_seconds",
+        "llmprobe_sweep_samples",
+        "llmprobe_sweep_requests",
+        "llmprobe_capacity_saturation_concurrency",
+        "llmprobe_target_info",
+        "llmprobe_gateway_overhead_seconds",
+        "llmprobe_request_duration_seconds_bucket",
+        "llmprobe_requests_total",
+        "llmprobe_build_info",
+    ] {
+        assert!(text.contains(family), "{family} missing from:\n{text}");
+    }
+
+    let promtool = std::env::var("PROMTOOL").unwrap_or_else(|_| "promtool".to_string());
+    let mut child = match Command::new(&promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) => panic!(
+            "cannot run `{promtool}` ({e}): this test needs promtool; install Debian's \
+             `prometheus` package (apt-get install -y prometheus) or set PROMTOOL to its path"
+        ),
+    };
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write to promtool");
+    let out = child.wait_with_output().expect("promtool output");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.trim().is_empty() && stderr.trim().is_empty(),
+        "promtool check metrics: {}\nstdout:\n{stdout}\nstderr:\n{stderr}\nexposition:\n{text}",
+        out.status
+    );
+}
