@@ -5,4 +5,5 @@ pub mod metrics;
 pub mod report;
 pub mod sample;
 pub mod server;
+pub mod sim;
 pub mod sse;

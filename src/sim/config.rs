@@ -1,0 +1,479 @@
+//! The two ways to describe a simulated server (YAML `simulator:` block and
+//! `llmprobe simulate` flags), the named profiles, and their resolution into
+//! [`SimParams`].
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::params::{Engine, SimParams};
+
+/// The profile used when none is named.
+pub const DEFAULT_PROFILE: &str = "small-gpu";
+
+/// Longest step duration accepted; beyond it a value is surely a typo.
+const MAX_STEP: Duration = Duration::from_secs(3600);
+/// Largest context window accepted (keeps every token count far from overflow).
+const MAX_MODEL_LEN: u64 = 10_000_000;
+
+/// Names and one-line descriptions of the built-in profiles.
+pub fn profiles() -> &'static [(&'static str, &'static str)] {
+    &[
+        (
+            "tiny",
+            "fast toy server for tests and the default config: 4 sequences per batch, sheds above 8 in flight",
+        ),
+        (
+            "small-gpu",
+            "7B model on a 24 GB GPU: ~43 tok/s single stream, flattens at 16 sequences, sheds above 32",
+        ),
+        (
+            "large-gpu",
+            "70B model (fp8) on an 80 GB GPU: ~31 tok/s single stream, 64 sequences, memory-bound on long prompts",
+        ),
+        (
+            "stub",
+            "no model time: answers at once, to measure the HTTP path and gateway overhead",
+        ),
+    ]
+}
+
+/// The parameters of a named profile.
+fn profile(name: &str) -> Option<SimParams> {
+    let ms = Duration::from_millis;
+    let us = Duration::from_micros;
+    let base = SimParams {
+        engine: Engine::Model,
+        model_name: "llmprobe-sim".to_string(),
+        prefill_tokens_per_second: 4000.0,
+        step_base: ms(22),
+        step_per_sequence: us(1500),
+        max_batch: 16,
+        max_in_flight: 32,
+        kv_cache_tokens: Some(12_288),
+        max_model_len: 8192,
+        default_max_tokens: 256,
+        seed: 0,
+        fail_ratio: 0.0,
+        fail_status: 500,
+        reset_ratio: 0.0,
+    };
+    let params = match name {
+        "tiny" => SimParams {
+            model_name: "sim-tiny".to_string(),
+            prefill_tokens_per_second: 50_000.0,
+            step_base: ms(4),
+            step_per_sequence: us(500),
+            max_batch: 4,
+            max_in_flight: 8,
+            kv_cache_tokens: None,
+            max_model_len: 4096,
+            default_max_tokens: 32,
+            ..base
+        },
+        "small-gpu" => SimParams {
+            model_name: "sim-7b".to_string(),
+            ..base
+        },
+        "large-gpu" => SimParams {
+            model_name: "sim-70b".to_string(),
+            step_base: ms(32),
+            step_per_sequence: us(400),
+            max_batch: 64,
+            max_in_flight: 96,
+            prefill_tokens_per_second: 6000.0,
+            kv_cache_tokens: Some(40_960),
+            max_model_len: 32_768,
+            ..base
+        },
+        "stub" => SimParams {
+            engine: Engine::Stub,
+            model_name: "sim-stub".to_string(),
+            step_base: Duration::ZERO,
+            step_per_sequence: Duration::ZERO,
+            max_batch: u32::MAX,
+            max_in_flight: u32::MAX,
+            kv_cache_tokens: None,
+            max_model_len: 32_768,
+            default_max_tokens: 16,
+            ..base
+        },
+        _ => return None,
+    };
+    Some(params)
+}
+
+/// The YAML form, used as `simulator:` inside a target of the llmprobe config.
+/// Every field but `profile` overrides the profile's value when set.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimConfig {
+    /// Named set of parameters to start from (see [`profiles`]).
+    #[serde(default = "default_profile")]
+    pub profile: String,
+    /// `model` (performance model) or `stub` (no model time).
+    #[serde(default)]
+    pub engine: Option<Engine>,
+    /// Model id listed by `/v1/models`.
+    #[serde(default)]
+    pub model_name: Option<String>,
+    /// Prompt tokens processed per second by prefill.
+    #[serde(default)]
+    pub prefill_tokens_per_second: Option<f64>,
+    /// Fixed cost of one decode step ("20ms").
+    #[serde(default, with = "humantime_serde")]
+    pub step_base: Option<Duration>,
+    /// Extra cost of one decode step per sequence in the batch ("1500us").
+    #[serde(default, with = "humantime_serde")]
+    pub step_per_sequence: Option<Duration>,
+    /// Most sequences decoded together.
+    #[serde(default)]
+    pub max_batch: Option<u32>,
+    /// Requests running + queued beyond which new ones get 503 (0: no limit).
+    #[serde(default)]
+    pub max_in_flight: Option<u32>,
+    /// KV-cache capacity in tokens (0: no memory limit).
+    #[serde(default)]
+    pub kv_cache_tokens: Option<u64>,
+    /// Context window in tokens (prompt + max tokens).
+    #[serde(default)]
+    pub max_model_len: Option<u64>,
+    /// Output tokens of a request that sets no limit.
+    #[serde(default)]
+    pub default_max_tokens: Option<u32>,
+    /// Seed of the generated text and of fault injection.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Fraction (0-1) of requests answered at once with `fail_status`.
+    #[serde(default)]
+    pub fail_ratio: Option<f64>,
+    /// HTTP status of injected failures (400-599).
+    #[serde(default)]
+    pub fail_status: Option<u16>,
+    /// Fraction (0-1) of the other requests whose connection is cut mid-stream.
+    #[serde(default)]
+    pub reset_ratio: Option<f64>,
+}
+
+fn default_profile() -> String {
+    DEFAULT_PROFILE.to_string()
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            profile: default_profile(),
+            engine: None,
+            model_name: None,
+            prefill_tokens_per_second: None,
+            step_base: None,
+            step_per_sequence: None,
+            max_batch: None,
+            max_in_flight: None,
+            kv_cache_tokens: None,
+            max_model_len: None,
+            default_max_tokens: None,
+            seed: None,
+            fail_ratio: None,
+            fail_status: None,
+            reset_ratio: None,
+        }
+    }
+}
+
+impl SimConfig {
+    /// Applies the overrides to the profile and checks the result; the error names
+    /// every bad field (`field: problem`, joined with "; ").
+    pub fn resolve(&self) -> Result<SimParams, String> {
+        let Some(mut p) = profile(&self.profile) else {
+            let known: Vec<&str> = profiles().iter().map(|(name, _)| *name).collect();
+            return Err(format!(
+                "profile: unknown profile {:?} (known: {})",
+                self.profile,
+                known.join(", ")
+            ));
+        };
+        macro_rules! set {
+            ($($field:ident),*) => { $( if let Some(v) = self.$field.clone() { p.$field = v; } )* };
+        }
+        set!(
+            engine,
+            model_name,
+            prefill_tokens_per_second,
+            step_base,
+            step_per_sequence,
+            max_batch,
+            max_model_len,
+            default_max_tokens,
+            seed,
+            fail_ratio,
+            fail_status,
+            reset_ratio
+        );
+        // 0 would shed or refuse everything, so it spells "no limit" instead.
+        match self.max_in_flight {
+            Some(0) => p.max_in_flight = u32::MAX,
+            Some(n) => p.max_in_flight = n,
+            None => {}
+        }
+        match self.kv_cache_tokens {
+            Some(0) => p.kv_cache_tokens = None,
+            Some(n) => p.kv_cache_tokens = Some(n),
+            None => {}
+        }
+        let problems = check(&p);
+        if problems.is_empty() {
+            Ok(p)
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+}
+
+/// Every problem of a resolved parameter set, each naming its field.
+fn check(p: &SimParams) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut bad = |field: &str, why: String| problems.push(format!("{field}: {why}"));
+    if p.model_name.trim().is_empty() {
+        bad("model_name", "must not be empty".into());
+    }
+    let rate = p.prefill_tokens_per_second;
+    if rate.is_nan() || rate < 1.0 {
+        bad(
+            "prefill_tokens_per_second",
+            format!("must be at least 1 (got {rate})"),
+        );
+    }
+    for (field, d) in [
+        ("step_base", p.step_base),
+        ("step_per_sequence", p.step_per_sequence),
+    ] {
+        if d > MAX_STEP {
+            bad(field, format!("must be at most 1h (got {d:?})"));
+        }
+    }
+    // A model engine with free steps would spin; the stub engine is the way to
+    // ask for no model time.
+    if p.engine == Engine::Model && p.step_base.is_zero() && p.step_per_sequence.is_zero() {
+        bad(
+            "step_base",
+            "step_base and step_per_sequence cannot both be 0 with engine model (use engine stub)"
+                .into(),
+        );
+    }
+    if p.max_batch == 0 {
+        bad("max_batch", "must be at least 1".into());
+    }
+    if p.max_model_len == 0 || p.max_model_len > MAX_MODEL_LEN {
+        bad(
+            "max_model_len",
+            format!(
+                "must be between 1 and {MAX_MODEL_LEN} (got {})",
+                p.max_model_len
+            ),
+        );
+    }
+    if p.default_max_tokens == 0 {
+        bad("default_max_tokens", "must be at least 1".into());
+    }
+    for (field, r) in [("fail_ratio", p.fail_ratio), ("reset_ratio", p.reset_ratio)] {
+        if !(0.0..=1.0).contains(&r) {
+            bad(field, format!("must be between 0 and 1 (got {r})"));
+        }
+    }
+    if !(400..=599).contains(&p.fail_status) {
+        bad(
+            "fail_status",
+            format!("must be an error status 400-599 (got {})", p.fail_status),
+        );
+    }
+    problems
+}
+
+/// The CLI form: `llmprobe simulate --listen ADDR --profile NAME ...`, with the
+/// same overrides as the YAML form.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SimArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8000")]
+    pub listen: SocketAddr,
+    /// Profile to start from: tiny, small-gpu, large-gpu, stub.
+    #[arg(long, default_value = DEFAULT_PROFILE)]
+    pub profile: String,
+    /// Engine: model (performance model) or stub (no model time).
+    #[arg(long, value_enum)]
+    pub engine: Option<Engine>,
+    /// Model id listed by /v1/models.
+    #[arg(long = "model", alias = "model-name")]
+    pub model_name: Option<String>,
+    /// Prompt tokens processed per second by prefill.
+    #[arg(long)]
+    pub prefill_tokens_per_second: Option<f64>,
+    /// Fixed cost of one decode step (e.g. 20ms).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub step_base: Option<Duration>,
+    /// Extra cost of one decode step per sequence in the batch (e.g. 1500us).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub step_per_sequence: Option<Duration>,
+    /// Most sequences decoded together.
+    #[arg(long)]
+    pub max_batch: Option<u32>,
+    /// Requests running + queued beyond which new ones get 503 (0: no limit).
+    #[arg(long)]
+    pub max_in_flight: Option<u32>,
+    /// KV-cache capacity in tokens (0: no memory limit).
+    #[arg(long)]
+    pub kv_cache_tokens: Option<u64>,
+    /// Context window in tokens (prompt + max tokens).
+    #[arg(long)]
+    pub max_model_len: Option<u64>,
+    /// Output tokens of a request that sets no limit.
+    #[arg(long)]
+    pub default_max_tokens: Option<u32>,
+    /// Seed of the generated text and of fault injection.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Fraction (0-1) of requests answered at once with --fail-status.
+    #[arg(long)]
+    pub fail_ratio: Option<f64>,
+    /// HTTP status of injected failures.
+    #[arg(long)]
+    pub fail_status: Option<u16>,
+    /// Fraction (0-1) of the other requests whose connection is cut mid-stream.
+    #[arg(long)]
+    pub reset_ratio: Option<f64>,
+}
+
+impl SimArgs {
+    /// Splits the flags into the listen address and the YAML-equivalent config.
+    pub fn into_config(self) -> (SocketAddr, SimConfig) {
+        let config = SimConfig {
+            profile: self.profile,
+            engine: self.engine,
+            model_name: self.model_name,
+            prefill_tokens_per_second: self.prefill_tokens_per_second,
+            step_base: self.step_base,
+            step_per_sequence: self.step_per_sequence,
+            max_batch: self.max_batch,
+            max_in_flight: self.max_in_flight,
+            kv_cache_tokens: self.kv_cache_tokens,
+            max_model_len: self.max_model_len,
+            default_max_tokens: self.default_max_tokens,
+            seed: self.seed,
+            fail_ratio: self.fail_ratio,
+            fail_status: self.fail_status,
+            reset_ratio: self.reset_ratio,
+        };
+        (self.listen, config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn every_profile_resolves() {
+        for (name, _) in profiles() {
+            let config = SimConfig {
+                profile: (*name).to_string(),
+                ..SimConfig::default()
+            };
+            assert!(config.resolve().is_ok(), "{name}");
+        }
+    }
+
+    #[test]
+    fn small_gpu_matches_its_description() {
+        let p = SimConfig::default().resolve().unwrap();
+        let single = 1.0 / p.step_duration(1).as_secs_f64();
+        assert!((40.0..45.0).contains(&single), "{single}");
+        assert_eq!(p.effective_batch(20, 256), 16);
+    }
+
+    #[test]
+    fn unknown_profile_is_named() {
+        let config = SimConfig {
+            profile: "h100".into(),
+            ..SimConfig::default()
+        };
+        let err = config.resolve().unwrap_err();
+        assert!(
+            err.starts_with("profile: unknown profile \"h100\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn every_bad_field_is_named() {
+        let config = SimConfig {
+            max_batch: Some(0),
+            fail_ratio: Some(1.5),
+            fail_status: Some(200),
+            prefill_tokens_per_second: Some(f64::NAN),
+            ..SimConfig::default()
+        };
+        let err = config.resolve().unwrap_err();
+        for field in [
+            "max_batch:",
+            "fail_ratio:",
+            "fail_status:",
+            "prefill_tokens_per_second:",
+        ] {
+            assert!(err.contains(field), "{field} missing in {err}");
+        }
+    }
+
+    #[test]
+    fn zero_means_no_limit() {
+        let config = SimConfig {
+            max_in_flight: Some(0),
+            kv_cache_tokens: Some(0),
+            ..SimConfig::default()
+        };
+        let p = config.resolve().unwrap();
+        assert_eq!(p.max_in_flight, u32::MAX);
+        assert_eq!(p.kv_cache_tokens, None);
+    }
+
+    #[test]
+    fn yaml_form_parses_durations_and_rejects_unknown_keys() {
+        let config: SimConfig =
+            serde_json::from_str(r#"{"profile":"tiny","step_base":"20ms","engine":"stub"}"#)
+                .unwrap();
+        assert_eq!(config.step_base, Some(Duration::from_millis(20)));
+        assert_eq!(config.engine, Some(Engine::Stub));
+        let empty: SimConfig = serde_json::from_str("{}").unwrap();
+        assert_eq!(empty, SimConfig::default());
+        assert!(serde_json::from_str::<SimConfig>(r#"{"max_bach":4}"#).is_err());
+    }
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        sim: SimArgs,
+    }
+
+    #[test]
+    fn flags_become_the_same_config() {
+        let cli = Cli::parse_from([
+            "x",
+            "--profile",
+            "tiny",
+            "--engine",
+            "stub",
+            "--max-batch",
+            "3",
+            "--step-base",
+            "7ms",
+            "--model",
+            "qwen",
+        ]);
+        let (addr, config) = cli.sim.into_config();
+        assert_eq!(addr, "127.0.0.1:8000".parse().unwrap());
+        assert_eq!(config.engine, Some(Engine::Stub));
+        assert_eq!(config.max_batch, Some(3));
+        assert_eq!(config.step_base, Some(Duration::from_millis(7)));
+        assert_eq!(config.model_name.as_deref(), Some("qwen"));
+    }
+}
