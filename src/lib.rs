@@ -1,9 +1,291 @@
-//! llmprobe
+//! llmprobe: keeps measuring the serving capacity of OpenAI-compatible LLM
+//! servers and exposes what it measured to Prometheus.
+//!
+//! Data flows one way: config -> scheduler -> sweep -> probe (client, sse,
+//! chunk) -> samples -> stats / knee -> report -> metrics.
 
 pub mod chunk;
+pub mod cli;
+pub mod client;
+pub mod config;
+pub mod endpoint;
+pub mod knee;
 pub mod metrics;
+pub mod output;
+pub mod probe;
+pub mod prompts;
 pub mod report;
+pub mod request;
 pub mod sample;
+pub mod scheduler;
+pub mod secret;
 pub mod server;
+pub mod signals;
 pub mod sim;
 pub mod sse;
+pub mod stats;
+pub mod sweep;
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, Target, Workload};
+use crate::report::SweepReport;
+use crate::scheduler::{Scheduler, Statuses};
+use crate::sweep::{NoObserver, Observer, SweepEnv};
+
+/// How long shutdown waits for requests in flight to be cancelled.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Time limit on opening a connection to a target.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The config path to use: the one given, else the repository default.
+pub fn config_path(given: Option<PathBuf>) -> PathBuf {
+    given.unwrap_or_else(|| PathBuf::from(config::DEFAULT_PATH))
+}
+
+/// Runs the daemon on `listener` until `shutdown` is cancelled. `config` was
+/// loaded from `path`, which reloads (SIGHUP, `POST /-/reload`, `reload`
+/// messages) read again.
+pub async fn run(
+    path: &Path,
+    config: Config,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+    mut reload: mpsc::Receiver<signals::Signal>,
+) -> anyhow::Result<()> {
+    let registry = prometheus::Registry::new();
+    let metrics = Arc::new(metrics::Metrics::new(&registry)?);
+    let client = client::Client::new(CONNECT_TIMEOUT).map_err(anyhow::Error::msg)?;
+    let statuses: Statuses = Default::default();
+    let ready = Arc::new(AtomicBool::new(false));
+    let (control_tx, mut control_rx) = mpsc::channel::<server::Control>(8);
+
+    let status_view = statuses.clone();
+    let state = server::AppState {
+        metrics: metrics.clone(),
+        ready: ready.clone(),
+        control: control_tx,
+        allow_reload: config.enable_reload,
+        targets: Arc::new(move || {
+            status_view
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .map(|(name, s)| server::TargetStatus {
+                    name: name.clone(),
+                    model: s.model.clone(),
+                    last_success_unix: s.last_success_unix,
+                    last_error: s.last_error.clone(),
+                })
+                .collect()
+        }),
+    };
+    let app = server::router(state);
+    let server_stop = shutdown.clone();
+    let http = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { server_stop.cancelled().await })
+            .await
+    });
+
+    let mut scheduler = Scheduler::new(metrics.clone(), client, statuses);
+    scheduler.apply(&config);
+    metrics.config_reloaded(true);
+    let mut current = config;
+    ready.store(true, Ordering::SeqCst);
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+    tracing::info!(targets = current.targets.len(), config = %path.display(), "llmprobe started");
+
+    let mut watchdog = tokio::time::interval(watchdog_period());
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            Some(signals::Signal::Reload) = reload.recv() => {
+                let _ = reload_config(path, &mut current, &mut scheduler, &metrics);
+            }
+            Some(server::Control::Reload { reply }) = control_rx.recv() => {
+                let _ = reply.send(reload_config(path, &mut current, &mut scheduler, &metrics));
+            }
+            _ = watchdog.tick() => {
+                let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Watchdog]);
+            }
+        }
+    }
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
+    tracing::info!("shutting down: cancelling requests in flight");
+    scheduler.shutdown(SHUTDOWN_GRACE).await;
+    let _ = tokio::time::timeout(SHUTDOWN_GRACE, http).await;
+    Ok(())
+}
+
+/// Half the systemd watchdog period when one is set, else a minute.
+fn watchdog_period() -> Duration {
+    let mut usec = 0;
+    if sd_notify::watchdog_enabled(false, &mut usec) && usec > 0 {
+        Duration::from_micros(usec / 2)
+    } else {
+        Duration::from_secs(60)
+    }
+}
+
+fn reload_config(
+    path: &Path,
+    current: &mut Config,
+    scheduler: &mut Scheduler,
+    metrics: &metrics::Metrics,
+) -> Result<(), String> {
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Reloading]);
+    let result = match config::load(path) {
+        Ok(new) => {
+            if new.listen != current.listen {
+                tracing::warn!(listen = %new.listen, "`listen` changes take effect only after a restart");
+            }
+            scheduler.apply(&new);
+            tracing::info!(targets = new.targets.len(), "configuration reloaded");
+            *current = new;
+            metrics.config_reloaded(true);
+            Ok(())
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "configuration reload failed; keeping the previous configuration");
+            metrics.config_reloaded(false);
+            Err(e.to_string())
+        }
+    };
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+    result
+}
+
+/// Shows the level being measured on stderr, overwriting one line.
+struct ProgressLine;
+
+impl Observer for ProgressLine {
+    fn level_started(&self, target: &Target, workload: &Workload, concurrency: u32, requests: u64) {
+        eprint!(
+            "\r\x1b[2K{} / {}: concurrency {concurrency}, {requests} requests...",
+            target.name, workload.name
+        );
+    }
+}
+
+/// One sweep of each selected target now, one target after the other.
+/// `progress` shows the current level on stderr.
+pub async fn sweep_once(
+    config: &Config,
+    only: &[String],
+    progress: bool,
+) -> anyhow::Result<Vec<SweepReport>> {
+    for name in only {
+        if !config.targets.iter().any(|t| &t.name == name) {
+            anyhow::bail!("no target named `{name}` in {}", config.path.display());
+        }
+    }
+    let observer: Arc<dyn Observer> = if progress {
+        Arc::new(ProgressLine)
+    } else {
+        Arc::new(NoObserver)
+    };
+    let env = SweepEnv {
+        client: client::Client::new(CONNECT_TIMEOUT).map_err(anyhow::Error::msg)?,
+        in_flight: Arc::new(Semaphore::new(config.schedule.max_in_flight_total as usize)),
+        cancel: CancellationToken::new(),
+        observer,
+    };
+    let mut reports = Vec::new();
+    for target in &config.targets {
+        if !only.is_empty() && !only.contains(&target.name) {
+            continue;
+        }
+        let reachable = endpoint::reach(target).await.map_err(anyhow::Error::msg)?;
+        reports.push(
+            sweep::run(
+                &env,
+                target,
+                &reachable.base_url,
+                config.schedule.sweep_timeout,
+            )
+            .await,
+        );
+    }
+    if progress {
+        eprint!("\r\x1b[2K");
+    }
+    Ok(reports)
+}
+
+/// Whether a progress line should be drawn (stdout is a terminal).
+pub fn progress_wanted() -> bool {
+    std::io::stdout().is_terminal()
+}
+
+/// A human-readable account of what a valid configuration will do.
+pub fn explain(config: &Config) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let s = &config.schedule;
+    let _ = writeln!(out, "configuration {} is valid", config.path.display());
+    let _ = writeln!(
+        out,
+        "listen: {} (reload endpoint {})",
+        config.listen,
+        if config.enable_reload { "on" } else { "off" }
+    );
+    let _ = writeln!(
+        out,
+        "schedule: every {} + up to {:.0}% jitter, at most {} requests in flight in all, sweeps limited to {}",
+        humantime::format_duration(s.interval),
+        s.jitter * 100.0,
+        s.max_in_flight_total,
+        humantime::format_duration(s.sweep_timeout)
+    );
+    for t in &config.targets {
+        let endpoint = match &t.endpoint {
+            config::Endpoint::Url(u) => u.clone(),
+            config::Endpoint::Simulator(p) => format!("built-in simulated engine ({:?})", p.engine),
+        };
+        let _ = writeln!(out, "target {}: {} model {}", t.name, endpoint, t.model);
+        let _ = writeln!(
+            out,
+            "  key: {}; levels {:?}; warm-up {}; request timeout {}",
+            if t.api_key.is_some() { "set" } else { "none" },
+            t.levels,
+            t.warmup_requests,
+            humantime::format_duration(t.request_timeout)
+        );
+        let _ = writeln!(
+            out,
+            "  SLO: p95 latency <= {}, shed ratio <= {}, error ratio <= {}; recommended max_in_flight = floor(knee x {})",
+            humantime::format_duration(t.slo.p95_latency),
+            t.slo.max_shed_ratio,
+            t.slo.max_error_ratio,
+            t.headroom
+        );
+        for w in &t.workloads {
+            let _ = writeln!(
+                out,
+                "  workload {}: {} prompts, max {} output tokens, temperature {}",
+                w.name,
+                w.prompts.len(),
+                w.max_completion_tokens,
+                w.temperature
+            );
+        }
+    }
+    for p in &config.gateway_pairs {
+        let _ = writeln!(
+            out,
+            "gateway pair {}: {} (direct) vs {} (through)",
+            p.name, p.direct, p.through
+        );
+    }
+    out
+}

@@ -1,0 +1,59 @@
+//! Command-line definitions (the contract in design.md).
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Keeps measuring the serving capacity of OpenAI-compatible LLM servers and
+/// exposes it to Prometheus.
+#[derive(Debug, Parser)]
+#[command(name = "llmprobe", version, about)]
+pub struct Cli {
+    /// What to do (default: run the daemon).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Configuration file (for the default `run` command).
+    #[arg(long, global = true)]
+    pub config: Option<PathBuf>,
+    /// Log format.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon: scheduled sweeps, /metrics for Prometheus.
+    Run,
+    /// Run one sweep of each target now and print the results.
+    Sweep {
+        /// Only these targets (repeatable).
+        #[arg(long = "target")]
+        targets: Vec<String>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Validate the configuration and explain what it will do; exit 1 on error.
+    CheckConfig,
+    /// Serve the built-in simulated OpenAI-compatible engine.
+    Simulate(crate::sim::SimArgs),
+}
+
+/// Output formats of `sweep`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Human-readable tables.
+    Table,
+    /// One JSON document (see README).
+    Json,
+}
+
+/// Log line formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable.
+    Text,
+    /// One JSON object per line, for log shippers.
+    Json,
+}

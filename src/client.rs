@@ -1,0 +1,152 @@
+//! The only user of reqwest: sends requests to targets and hands back the
+//! status and the body as it arrives. Knows nothing of timing or metrics.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::secret::Secret;
+
+/// A shared HTTP client; connections are pooled and reused across requests.
+#[derive(Clone, Debug)]
+pub struct Client {
+    http: reqwest::Client,
+}
+
+/// Why a request got no response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendError {
+    /// The connection could not be opened (refused, DNS, TLS).
+    Connect(String),
+    /// Timed out at the HTTP layer.
+    Timeout,
+    /// Anything else (the request was sent but no response came back).
+    Other(String),
+}
+
+/// A response whose body has not been read yet.
+#[derive(Debug)]
+pub struct Response {
+    /// HTTP status code.
+    pub status: u16,
+    /// `content-type` header, lowercased, parameters dropped.
+    pub content_type: Option<String>,
+    /// `server` header, if any.
+    pub server: Option<String>,
+    inner: reqwest::Response,
+}
+
+impl Response {
+    /// The next piece of the body as it arrived from the network; None at its end.
+    pub async fn next_bytes(&mut self) -> Result<Option<Bytes>, String> {
+        self.inner.chunk().await.map_err(describe)
+    }
+
+    /// Up to `limit` bytes of the body as lossy text (for error messages).
+    pub async fn text_prefix(mut self, limit: usize) -> String {
+        let mut out = Vec::new();
+        while out.len() < limit {
+            match self.inner.chunk().await {
+                Ok(Some(b)) => out.extend_from_slice(&b[..b.len().min(limit - out.len())]),
+                _ => break,
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+}
+
+impl Client {
+    /// A client that never follows redirects: a key must never be sent to
+    /// another host.
+    pub fn new(connect_timeout: Duration) -> Result<Self, String> {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(connect_timeout)
+            .tcp_nodelay(true)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .user_agent(concat!("llmprobe/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        Ok(Client { http })
+    }
+
+    /// POSTs a JSON body and returns once the response headers arrived.
+    pub async fn post_json(
+        &self,
+        url: &str,
+        key: Option<&Secret>,
+        body: Bytes,
+    ) -> Result<Response, SendError> {
+        let mut req = self
+            .http
+            .post(url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(reqwest::header::ACCEPT, "text/event-stream")
+            .body(body);
+        if let Some(key) = key {
+            req = req.bearer_auth(key.expose());
+        }
+        Self::finish(req.send().await)
+    }
+
+    /// GETs a URL (with the key when given) with its own time limit.
+    pub async fn get(
+        &self,
+        url: &str,
+        key: Option<&Secret>,
+        timeout: Duration,
+    ) -> Result<Response, SendError> {
+        let mut req = self.http.get(url).timeout(timeout);
+        if let Some(key) = key {
+            req = req.bearer_auth(key.expose());
+        }
+        Self::finish(req.send().await)
+    }
+
+    fn finish(result: reqwest::Result<reqwest::Response>) -> Result<Response, SendError> {
+        match result {
+            Ok(inner) => {
+                let header = |name: reqwest::header::HeaderName| {
+                    inner
+                        .headers()
+                        .get(name)
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string)
+                };
+                let content_type = header(reqwest::header::CONTENT_TYPE).map(|c| {
+                    c.split(';')
+                        .next()
+                        .unwrap_or("")
+                        .trim()
+                        .to_ascii_lowercase()
+                });
+                let server = header(reqwest::header::SERVER);
+                Ok(Response {
+                    status: inner.status().as_u16(),
+                    content_type,
+                    server,
+                    inner,
+                })
+            }
+            Err(e) if e.is_timeout() => Err(SendError::Timeout),
+            Err(e) if e.is_connect() => Err(SendError::Connect(describe(e))),
+            Err(e) => Err(SendError::Other(describe(e))),
+        }
+    }
+}
+
+/// The error and its causes on one line, without the URL.
+fn describe(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut msg = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !msg.contains(&text) {
+            msg.push_str(": ");
+            msg.push_str(&text);
+        }
+        source = s.source();
+    }
+    msg
+}

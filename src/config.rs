@@ -1,0 +1,1057 @@
+//! Configuration: the YAML file (plus `LLMPROBE__` environment overrides)
+//! decoded strictly, then validated and resolved into what the scheduler and
+//! the sweep use. Every problem is collected, each naming the file and key.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+use crate::prompts::{self, Prompt};
+use crate::secret::Secret;
+
+/// Where the config is read from when no `--config` is given.
+pub const DEFAULT_PATH: &str = "config/llmprobe.yaml";
+
+// ---------------------------------------------------------------------------
+// The file as written (strict: unknown keys are errors).
+// ---------------------------------------------------------------------------
+
+/// The configuration file as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// Address of /metrics, /healthz, /readyz.
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// When sweeps run.
+    #[serde(default)]
+    pub schedule: ScheduleFile,
+    /// Settings every target inherits.
+    #[serde(default)]
+    pub defaults: DefaultsFile,
+    /// Named workloads.
+    #[serde(default)]
+    pub workloads: BTreeMap<String, WorkloadFile>,
+    /// Endpoints to measure.
+    #[serde(default)]
+    pub targets: Vec<TargetFile>,
+    /// Pairs of targets compared to measure a gateway's own cost.
+    #[serde(default)]
+    pub gateway_pairs: Vec<GatewayPairFile>,
+    /// Exposure of the HTTP endpoints.
+    #[serde(default)]
+    pub web: WebFile,
+}
+
+fn default_listen() -> String {
+    "0.0.0.0:9775".into()
+}
+
+/// `schedule:` section.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ScheduleFile {
+    /// Between two sweeps of one target.
+    #[serde(with = "humantime_serde")]
+    pub interval: Duration,
+    /// Random spread added to each interval, as a percentage of it.
+    pub jitter: Percent,
+    /// Requests in flight across all targets at once.
+    pub max_in_flight_total: u32,
+    /// Limit on the wall time of one sweep of one target.
+    #[serde(with = "humantime_serde")]
+    pub sweep_timeout: Duration,
+}
+
+impl Default for ScheduleFile {
+    fn default() -> Self {
+        ScheduleFile {
+            interval: Duration::from_secs(15 * 60),
+            jitter: Percent(0.10),
+            max_in_flight_total: 64,
+            sweep_timeout: Duration::from_secs(10 * 60),
+        }
+    }
+}
+
+/// `web:` section.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebFile {
+    /// Whether `POST /-/reload` is served.
+    pub enable_reload: bool,
+}
+
+impl Default for WebFile {
+    fn default() -> Self {
+        WebFile {
+            enable_reload: true,
+        }
+    }
+}
+
+/// Latency and failure limits that decide whether a level is acceptable.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SloFile {
+    /// p95 end-to-end latency limit.
+    #[serde(default, with = "humantime_serde")]
+    pub p95_latency: Option<Duration>,
+    /// Highest acceptable fraction of shed (503/429) requests.
+    pub max_shed_ratio: Option<f64>,
+    /// Highest acceptable fraction of other failures.
+    pub max_error_ratio: Option<f64>,
+}
+
+/// Settings a target inherits from `defaults:` and may override.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DefaultsFile {
+    /// Workload used when a target names none.
+    pub workload: Option<String>,
+    /// Requests sent first and not counted.
+    pub warmup_requests: Option<u32>,
+    /// Concurrency levels, increasing.
+    pub levels: Option<Vec<u32>>,
+    /// Requests per level: `Nx` (N times the concurrency) or a number.
+    pub requests_per_level: Option<RequestsPerLevel>,
+    /// Lower bound on requests per level.
+    pub min_requests_per_level: Option<u32>,
+    /// Limit on one request.
+    #[serde(default, with = "humantime_serde")]
+    pub request_timeout: Option<Duration>,
+    /// Acceptance limits of a level.
+    #[serde(default)]
+    pub slo: SloFile,
+    /// recommended max_in_flight = floor(knee x headroom).
+    pub headroom: Option<f64>,
+    /// Highest level sent to the target.
+    pub max_concurrency: Option<u32>,
+    /// Request field that carries the output limit.
+    pub max_tokens_field: Option<MaxTokensField>,
+}
+
+/// One target as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetFile {
+    /// Unique name (the `target` label).
+    pub name: String,
+    /// OpenAI-compatible base URL, ending in `/v1` usually.
+    pub base_url: Option<String>,
+    /// Run the built-in simulated engine in-process and measure it.
+    pub simulator: Option<crate::sim::SimConfig>,
+    /// Model id sent in requests.
+    pub model: Option<String>,
+    /// Environment variable holding the API key.
+    pub api_key_env: Option<String>,
+    /// File holding the API key (systemd credentials).
+    pub api_key_file: Option<String>,
+    /// Extra labels for `llmprobe_target_info` (gpu, driver, ...).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Workloads to measure, by name.
+    pub workloads: Option<Vec<String>>,
+    /// See [`DefaultsFile::warmup_requests`].
+    pub warmup_requests: Option<u32>,
+    /// See [`DefaultsFile::levels`].
+    pub levels: Option<Vec<u32>>,
+    /// See [`DefaultsFile::requests_per_level`].
+    pub requests_per_level: Option<RequestsPerLevel>,
+    /// See [`DefaultsFile::min_requests_per_level`].
+    pub min_requests_per_level: Option<u32>,
+    /// See [`DefaultsFile::request_timeout`].
+    #[serde(default, with = "humantime_serde")]
+    pub request_timeout: Option<Duration>,
+    /// See [`DefaultsFile::slo`].
+    pub slo: Option<SloFile>,
+    /// See [`DefaultsFile::headroom`].
+    pub headroom: Option<f64>,
+    /// See [`DefaultsFile::max_concurrency`].
+    pub max_concurrency: Option<u32>,
+    /// See [`DefaultsFile::max_tokens_field`].
+    pub max_tokens_field: Option<MaxTokensField>,
+}
+
+/// One workload as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadFile {
+    /// Output limit sent with every request.
+    pub max_completion_tokens: Option<u32>,
+    /// Sampling temperature (0 for reproducible runs).
+    pub temperature: Option<f64>,
+    /// Inline prompts, one user message each.
+    pub prompts: Option<Vec<String>>,
+    /// JSONL file: one `{"messages": [...]}` chat, or one plain prompt, per line.
+    pub prompts_file: Option<PathBuf>,
+}
+
+/// A pair of targets whose latency difference is a gateway's cost.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayPairFile {
+    /// The `pair` label.
+    pub name: String,
+    /// Target reaching the stub engine directly.
+    pub direct: String,
+    /// Target reaching the same stub engine through the gateway.
+    pub through: String,
+}
+
+/// A fraction written as `10%` or `0.1`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Percent(pub f64);
+
+impl<'de> Deserialize<'de> for Percent {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Num(f64),
+            Text(String),
+        }
+        let value = match Raw::deserialize(d)? {
+            Raw::Num(n) => n,
+            Raw::Text(s) => {
+                let s = s.trim();
+                match s.strip_suffix('%') {
+                    Some(p) => p.trim().parse::<f64>().map(|p| p / 100.0),
+                    None => s.parse::<f64>(),
+                }
+                .map_err(|_| {
+                    serde::de::Error::custom(format!("`{s}` is not a percentage like `10%`"))
+                })?
+            }
+        };
+        if !(0.0..=1.0).contains(&value) {
+            return Err(serde::de::Error::custom("must be between 0% and 100%"));
+        }
+        Ok(Percent(value))
+    }
+}
+
+/// Requests in one level: a multiple of the concurrency, or a fixed number.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RequestsPerLevel {
+    /// `3x`: three times the concurrency.
+    PerConcurrency(f64),
+    /// A fixed count.
+    Fixed(u32),
+}
+
+impl RequestsPerLevel {
+    /// Requests to send at `concurrency`, never fewer than `min` nor than the concurrency.
+    pub fn count(self, concurrency: u32, min: u32) -> u64 {
+        let n = match self {
+            RequestsPerLevel::PerConcurrency(f) => (f * concurrency as f64).ceil() as u64,
+            RequestsPerLevel::Fixed(n) => n as u64,
+        };
+        n.max(min as u64).max(concurrency as u64)
+    }
+}
+
+impl<'de> Deserialize<'de> for RequestsPerLevel {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Num(u32),
+            Text(String),
+        }
+        let bad = || serde::de::Error::custom("expected `Nx` (N times the concurrency) or a count");
+        match Raw::deserialize(d)? {
+            Raw::Num(n) if n > 0 => Ok(RequestsPerLevel::Fixed(n)),
+            Raw::Num(_) => Err(bad()),
+            Raw::Text(s) => {
+                let s = s.trim();
+                if let Some(f) = s.strip_suffix('x') {
+                    match f.trim().parse::<f64>() {
+                        Ok(f) if f > 0.0 && f.is_finite() => {
+                            Ok(RequestsPerLevel::PerConcurrency(f))
+                        }
+                        _ => Err(bad()),
+                    }
+                } else {
+                    match s.parse::<u32>() {
+                        Ok(n) if n > 0 => Ok(RequestsPerLevel::Fixed(n)),
+                        _ => Err(bad()),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Name of the request field that carries the output limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum MaxTokensField {
+    /// The current OpenAI name.
+    #[serde(rename = "max_completion_tokens")]
+    MaxCompletionTokens,
+    /// The older name, the only one some servers honour (llama-cpp-python).
+    #[serde(rename = "max_tokens")]
+    MaxTokens,
+    /// Send both.
+    #[serde(rename = "both")]
+    Both,
+}
+
+// ---------------------------------------------------------------------------
+// The resolved configuration.
+// ---------------------------------------------------------------------------
+
+/// A validated configuration, every default applied.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// File it was read from.
+    pub path: PathBuf,
+    /// Address of the HTTP endpoints.
+    pub listen: SocketAddr,
+    /// Scheduling.
+    pub schedule: Schedule,
+    /// Targets in file order.
+    pub targets: Vec<Arc<Target>>,
+    /// Gateway pairs.
+    pub gateway_pairs: Vec<GatewayPair>,
+    /// Whether `POST /-/reload` is served.
+    pub enable_reload: bool,
+}
+
+/// Resolved `schedule:`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Schedule {
+    /// Between two sweeps of one target.
+    pub interval: Duration,
+    /// Fraction of the interval added at random.
+    pub jitter: f64,
+    /// Global cap on requests in flight.
+    pub max_in_flight_total: u32,
+    /// Limit on one sweep.
+    pub sweep_timeout: Duration,
+}
+
+/// Acceptance limits of a level.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Slo {
+    /// p95 latency limit.
+    pub p95_latency: Duration,
+    /// Highest acceptable shed ratio.
+    pub max_shed_ratio: f64,
+    /// Highest acceptable error ratio.
+    pub max_error_ratio: f64,
+}
+
+/// Where a target's server is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Endpoint {
+    /// A server at this base URL.
+    Url(String),
+    /// The built-in simulated engine, started in-process on a loopback port.
+    Simulator(crate::sim::SimParams),
+}
+
+/// A fully resolved target.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Unique name.
+    pub name: String,
+    /// Where the server is.
+    pub endpoint: Endpoint,
+    /// Model id.
+    pub model: String,
+    /// Bearer key, if any.
+    pub api_key: Option<Secret>,
+    /// Configured labels for target_info.
+    pub labels: BTreeMap<String, String>,
+    /// Workloads measured, in order.
+    pub workloads: Vec<Arc<Workload>>,
+    /// Requests sent first and not counted.
+    pub warmup_requests: u32,
+    /// Levels, capped by max_concurrency.
+    pub levels: Vec<u32>,
+    /// Requests per level.
+    pub requests_per_level: RequestsPerLevel,
+    /// Lower bound on requests per level.
+    pub min_requests_per_level: u32,
+    /// Limit on one request.
+    pub request_timeout: Duration,
+    /// Acceptance limits.
+    pub slo: Slo,
+    /// Knee fraction recommended as max_in_flight.
+    pub headroom: f64,
+    /// Request field for the output limit.
+    pub max_tokens_field: MaxTokensField,
+}
+
+impl Target {
+    /// Settings that change what is measured; a reload restarts a target whose
+    /// settings differ.
+    pub fn same_settings(&self, other: &Target) -> bool {
+        format!("{self:?}") == format!("{other:?}")
+            && self.api_key.as_ref().map(Secret::expose)
+                == other.api_key.as_ref().map(Secret::expose)
+    }
+}
+
+/// A fully resolved workload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    /// Name (the `workload` label).
+    pub name: String,
+    /// Output limit.
+    pub max_completion_tokens: u32,
+    /// Temperature.
+    pub temperature: f64,
+    /// Prompts, used round-robin.
+    pub prompts: Vec<Prompt>,
+}
+
+/// A resolved gateway pair.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GatewayPair {
+    /// The `pair` label.
+    pub name: String,
+    /// Direct target name.
+    pub direct: String,
+    /// Through-the-gateway target name.
+    pub through: String,
+}
+
+/// Every problem found in a configuration, each naming file and key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError {
+    /// One line per problem: `FILE: KEY: what is wrong`.
+    pub problems: Vec<String>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.problems.join("\n"))
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Source of environment variables, so tests need not touch the process's.
+pub trait Env {
+    /// The value of `name`, if set.
+    fn var(&self, name: &str) -> Option<String>;
+}
+
+/// The process environment.
+pub struct ProcessEnv;
+
+impl Env for ProcessEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
+}
+
+/// Reads, decodes and validates the configuration at `path`, with
+/// `LLMPROBE__` overrides from the process environment.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let file = decode(path, true)?;
+    resolve(path, file, &ProcessEnv)
+}
+
+/// Decodes the file (and, when `with_env`, `LLMPROBE__*` variables) strictly.
+pub fn decode(path: &Path, with_env: bool) -> Result<FileConfig, ConfigError> {
+    let shown = path.display().to_string();
+    let fail = |msg: String| ConfigError {
+        problems: vec![format!("{shown}: {msg}")],
+    };
+    if !path.exists() {
+        return Err(fail("file not found".into()));
+    }
+    let mut builder = ::config::Config::builder().add_source(
+        ::config::File::from(path)
+            .format(::config::FileFormat::Yaml)
+            .required(true),
+    );
+    if with_env {
+        builder = builder.add_source(
+            ::config::Environment::with_prefix("LLMPROBE")
+                .prefix_separator("__")
+                .separator("__")
+                .try_parsing(true),
+        );
+    }
+    let raw = builder.build().map_err(|e| fail(e.to_string()))?;
+    serde_path_to_error::deserialize::<_, FileConfig>(raw).map_err(|e| {
+        let key = e.path().to_string();
+        let mut inner = e.into_inner().to_string();
+        // The config crate appends the key itself; it is already in front.
+        if let Some(at) = inner.find(" for key `") {
+            inner.truncate(at);
+        }
+        if key == "." || key.is_empty() {
+            fail(inner)
+        } else {
+            fail(format!("{key}: {inner}"))
+        }
+    })
+}
+
+/// Validates a decoded file and applies defaults, collecting every problem.
+pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, ConfigError> {
+    let shown = path.display().to_string();
+    let base_dir = path.parent().unwrap_or(Path::new("."));
+    let mut problems = Vec::new();
+    let mut bad = |key: &str, msg: String| problems.push(format!("{shown}: {key}: {msg}"));
+
+    let listen = match file.listen.parse::<SocketAddr>() {
+        Ok(a) => a,
+        Err(_) => {
+            bad(
+                "listen",
+                format!("`{}` is not an address like 0.0.0.0:9775", file.listen),
+            );
+            "0.0.0.0:9775".parse().expect("constant address parses")
+        }
+    };
+
+    let s = &file.schedule;
+    if s.interval < Duration::from_millis(100) {
+        bad("schedule.interval", "must be at least 100ms".into());
+    }
+    if s.max_in_flight_total == 0 {
+        bad("schedule.max_in_flight_total", "must be at least 1".into());
+    }
+    if s.sweep_timeout.is_zero() {
+        bad("schedule.sweep_timeout", "must be more than 0s".into());
+    }
+    let schedule = Schedule {
+        interval: s.interval,
+        jitter: s.jitter.0,
+        max_in_flight_total: s.max_in_flight_total.max(1),
+        sweep_timeout: s.sweep_timeout,
+    };
+
+    let mut workloads: BTreeMap<String, Arc<Workload>> = BTreeMap::new();
+    for (name, w) in &file.workloads {
+        let key = format!("workloads.{name}");
+        let mut prompts = Vec::new();
+        if let Some(inline) = &w.prompts {
+            if inline.is_empty() {
+                bad(&format!("{key}.prompts"), "is empty".into());
+            }
+            prompts.extend(inline.iter().map(|p| Prompt::user(p)));
+        }
+        if let Some(pf) = &w.prompts_file {
+            let full = if pf.is_relative() {
+                base_dir.join(pf)
+            } else {
+                pf.clone()
+            };
+            match prompts::load_jsonl(&full) {
+                Ok(p) => prompts.extend(p),
+                Err(e) => bad(&format!("{key}.prompts_file"), e),
+            }
+        }
+        if w.prompts.is_none() && w.prompts_file.is_none() {
+            bad(
+                &key,
+                "has no prompts: set `prompts` or `prompts_file`".into(),
+            );
+        }
+        let max_completion_tokens = w.max_completion_tokens.unwrap_or(256);
+        if max_completion_tokens == 0 {
+            bad(
+                &format!("{key}.max_completion_tokens"),
+                "must be at least 1".into(),
+            );
+        }
+        let temperature = w.temperature.unwrap_or(0.0);
+        if !(0.0..=2.0).contains(&temperature) {
+            bad(
+                &format!("{key}.temperature"),
+                "must be between 0 and 2".into(),
+            );
+        }
+        workloads.insert(
+            name.clone(),
+            Arc::new(Workload {
+                name: name.clone(),
+                max_completion_tokens,
+                temperature,
+                prompts,
+            }),
+        );
+    }
+
+    let d = &file.defaults;
+    let default_workload = d.workload.clone();
+    if let Some(w) = &default_workload {
+        if !workloads.contains_key(w) {
+            bad(
+                "defaults.workload",
+                format!("workload `{w}` is not defined under `workloads`"),
+            );
+        }
+    }
+
+    let mut targets = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, t) in file.targets.iter().enumerate() {
+        let key = if t.name.is_empty() {
+            format!("targets[{i}]")
+        } else {
+            format!("targets[{i}] ({})", t.name)
+        };
+        let k = |field: &str| format!("{key}.{field}");
+        if t.name.trim().is_empty() {
+            bad(&k("name"), "must not be empty".into());
+        } else if !seen.insert(t.name.clone()) {
+            bad(&k("name"), format!("duplicate target name `{}`", t.name));
+        }
+
+        let endpoint = match (&t.base_url, &t.simulator) {
+            (Some(_), Some(_)) => {
+                bad(
+                    &key,
+                    "set either `base_url` or `simulator`, not both".into(),
+                );
+                None
+            }
+            (None, None) => {
+                bad(
+                    &k("base_url"),
+                    "missing (or set `simulator` to measure the built-in engine)".into(),
+                );
+                None
+            }
+            (Some(url), None) => match check_base_url(url) {
+                Ok(u) => Some(Endpoint::Url(u)),
+                Err(e) => {
+                    bad(&k("base_url"), e);
+                    None
+                }
+            },
+            (None, Some(sim)) => match sim.resolve() {
+                Ok(p) => Some(Endpoint::Simulator(p)),
+                Err(e) => {
+                    bad(&k("simulator"), e);
+                    None
+                }
+            },
+        };
+
+        let model = match (&t.model, &endpoint) {
+            (Some(m), _) if !m.trim().is_empty() => m.clone(),
+            (_, Some(Endpoint::Simulator(p))) => p.model_name.clone(),
+            _ => {
+                bad(
+                    &k("model"),
+                    "missing: name the model id the server serves".into(),
+                );
+                String::new()
+            }
+        };
+
+        let api_key = match (&t.api_key_env, &t.api_key_file) {
+            (Some(_), Some(_)) => {
+                bad(
+                    &key,
+                    "set either `api_key_env` or `api_key_file`, not both".into(),
+                );
+                None
+            }
+            (Some(var), None) => match env.var(var) {
+                Some(v) if !v.trim().is_empty() => Some(Secret::new(v.trim().to_string())),
+                _ => {
+                    bad(
+                        &k("api_key_env"),
+                        format!("environment variable `{var}` is not set or empty"),
+                    );
+                    None
+                }
+            },
+            (None, Some(f)) => {
+                let expanded = expand_credentials_dir(f, env);
+                match std::fs::read_to_string(&expanded) {
+                    Ok(v) if !v.trim().is_empty() => Some(Secret::new(v.trim().to_string())),
+                    Ok(_) => {
+                        bad(&k("api_key_file"), format!("`{expanded}` is empty"));
+                        None
+                    }
+                    Err(e) => {
+                        bad(&k("api_key_file"), format!("cannot read `{expanded}`: {e}"));
+                        None
+                    }
+                }
+            }
+            (None, None) => None,
+        };
+
+        let names: Vec<String> = match (&t.workloads, &default_workload) {
+            (Some(ws), _) => ws.clone(),
+            (None, Some(w)) => vec![w.clone()],
+            (None, None) => {
+                bad(
+                    &k("workloads"),
+                    "missing, and `defaults.workload` is not set".into(),
+                );
+                vec![]
+            }
+        };
+        if t.workloads.as_ref().is_some_and(|w| w.is_empty()) {
+            bad(&k("workloads"), "is empty".into());
+        }
+        let mut target_workloads = Vec::new();
+        for w in &names {
+            match workloads.get(w) {
+                Some(w) => target_workloads.push(w.clone()),
+                None => bad(
+                    &k("workloads"),
+                    format!("workload `{w}` is not defined under `workloads`"),
+                ),
+            }
+        }
+
+        let o = t;
+        let warmup_requests = o.warmup_requests.or(d.warmup_requests).unwrap_or(2);
+        let mut levels = o
+            .levels
+            .clone()
+            .or_else(|| d.levels.clone())
+            .unwrap_or_else(|| vec![1, 2, 4, 8, 16]);
+        let levels_key = if o.levels.is_some() {
+            k("levels")
+        } else {
+            "defaults.levels".into()
+        };
+        if levels.is_empty() {
+            bad(&levels_key, "is empty".into());
+        } else if levels.contains(&0) {
+            bad(&levels_key, "a level must be at least 1".into());
+        } else if levels.windows(2).any(|w| w[1] <= w[0]) {
+            bad(
+                &levels_key,
+                format!("must be strictly increasing, got {levels:?}"),
+            );
+        }
+        let max_concurrency = o.max_concurrency.or(d.max_concurrency);
+        if let Some(max) = max_concurrency {
+            if max == 0 {
+                bad(&k("max_concurrency"), "must be at least 1".into());
+            }
+            levels.retain(|&l| l <= max);
+            if levels.is_empty() && max > 0 {
+                bad(
+                    &k("max_concurrency"),
+                    format!("{max} is below every configured level"),
+                );
+            }
+        }
+        let requests_per_level = o
+            .requests_per_level
+            .or(d.requests_per_level)
+            .unwrap_or(RequestsPerLevel::PerConcurrency(3.0));
+        let min_requests_per_level = o
+            .min_requests_per_level
+            .or(d.min_requests_per_level)
+            .unwrap_or(8);
+        let request_timeout = o
+            .request_timeout
+            .or(d.request_timeout)
+            .unwrap_or(Duration::from_secs(120));
+        if request_timeout.is_zero() {
+            bad(&k("request_timeout"), "must be more than 0s".into());
+        }
+        let tslo = o.slo.clone().unwrap_or_default();
+        let slo = Slo {
+            p95_latency: tslo
+                .p95_latency
+                .or(d.slo.p95_latency)
+                .unwrap_or(Duration::from_secs(30)),
+            max_shed_ratio: tslo.max_shed_ratio.or(d.slo.max_shed_ratio).unwrap_or(0.05),
+            max_error_ratio: tslo
+                .max_error_ratio
+                .or(d.slo.max_error_ratio)
+                .unwrap_or(0.05),
+        };
+        if !(0.0..=1.0).contains(&slo.max_shed_ratio) {
+            bad(&k("slo.max_shed_ratio"), "must be between 0 and 1".into());
+        }
+        if !(0.0..=1.0).contains(&slo.max_error_ratio) {
+            bad(&k("slo.max_error_ratio"), "must be between 0 and 1".into());
+        }
+        let headroom = o.headroom.or(d.headroom).unwrap_or(0.9);
+        if !(headroom > 0.0 && headroom <= 1.0) {
+            let hk = if o.headroom.is_some() {
+                k("headroom")
+            } else {
+                "defaults.headroom".into()
+            };
+            bad(&hk, format!("must be in (0, 1], got {headroom}"));
+        }
+        let max_tokens_field = o
+            .max_tokens_field
+            .or(d.max_tokens_field)
+            .unwrap_or(MaxTokensField::MaxCompletionTokens);
+
+        for label in t.labels.keys() {
+            if !is_label_name(label) || label == "target" || label == "model" {
+                bad(
+                    &k("labels"),
+                    format!("`{label}` is not a usable label name"),
+                );
+            }
+        }
+
+        if let Some(endpoint) = endpoint {
+            targets.push(Arc::new(Target {
+                name: t.name.clone(),
+                endpoint,
+                model,
+                api_key,
+                labels: t.labels.clone(),
+                workloads: target_workloads,
+                warmup_requests,
+                levels,
+                requests_per_level,
+                min_requests_per_level,
+                request_timeout,
+                slo,
+                headroom,
+                max_tokens_field,
+            }));
+        }
+    }
+
+    let mut gateway_pairs = Vec::new();
+    for (i, p) in file.gateway_pairs.iter().enumerate() {
+        for (field, name) in [("direct", &p.direct), ("through", &p.through)] {
+            if !file.targets.iter().any(|t| &t.name == name) {
+                bad(
+                    &format!("gateway_pairs[{i}].{field}"),
+                    format!("target `{name}` is not defined"),
+                );
+            }
+        }
+        gateway_pairs.push(GatewayPair {
+            name: p.name.clone(),
+            direct: p.direct.clone(),
+            through: p.through.clone(),
+        });
+    }
+
+    if problems.is_empty() {
+        Ok(Config {
+            path: path.to_path_buf(),
+            listen,
+            schedule,
+            targets,
+            gateway_pairs,
+            enable_reload: file.web.enable_reload,
+        })
+    } else {
+        Err(ConfigError { problems })
+    }
+}
+
+fn check_base_url(url: &str) -> Result<String, String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("not a URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err("must start with http:// or https://".into());
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        // Credentials in the URL would end up in logs and labels.
+        return Err("must not hold credentials: use api_key_env or api_key_file".into());
+    }
+    if parsed.query().is_some() {
+        return Err("must not have a query string".into());
+    }
+    Ok(url.trim_end_matches('/').to_string())
+}
+
+/// Expands a leading `${CREDENTIALS_DIRECTORY}` (systemd's `LoadCredential=`).
+fn expand_credentials_dir(path: &str, env: &dyn Env) -> String {
+    match path.strip_prefix("${CREDENTIALS_DIRECTORY}") {
+        Some(rest) => format!(
+            "{}{rest}",
+            env.var("CREDENTIALS_DIRECTORY").unwrap_or_default()
+        ),
+        None => path.to_string(),
+    }
+}
+
+fn is_label_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !s.starts_with("__")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    struct FakeEnv(HashMap<String, String>);
+    impl Env for FakeEnv {
+        fn var(&self, name: &str) -> Option<String> {
+            self.0.get(name).cloned()
+        }
+    }
+
+    fn load_str(yaml: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let dir = std::env::temp_dir().join(format!(
+            "llmprobe-config-test-{}-{}",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("llmprobe.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        let env = FakeEnv(
+            env.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        let result = decode(&path, false).and_then(|f| resolve(&path, f, &env));
+        std::fs::remove_dir_all(&dir).ok();
+        result
+    }
+
+    const GOOD: &str = r#"
+listen: "127.0.0.1:9775"
+schedule: { interval: 30s, jitter: 5%, max_in_flight_total: 16 }
+defaults:
+  workload: chat
+  levels: [1, 2, 4]
+  requests_per_level: 2x
+  slo: { p95_latency: 10s }
+workloads:
+  chat:
+    max_completion_tokens: 64
+    prompts: ["hello"]
+targets:
+  - name: w1
+    base_url: http://127.0.0.1:8000/v1/
+    model: m
+    api_key_env: KEY
+    max_concurrency: 2
+    labels: { gpu: L40S }
+"#;
+
+    #[test]
+    fn good_config_resolves_with_defaults_and_overrides() {
+        let c = load_str(GOOD, &[("KEY", "sk-test")]).unwrap();
+        assert_eq!(c.schedule.interval, Duration::from_secs(30));
+        assert!((c.schedule.jitter - 0.05).abs() < 1e-12);
+        let t = &c.targets[0];
+        assert_eq!(t.endpoint, Endpoint::Url("http://127.0.0.1:8000/v1".into()));
+        assert_eq!(t.levels, vec![1, 2], "capped by max_concurrency");
+        assert_eq!(t.requests_per_level, RequestsPerLevel::PerConcurrency(2.0));
+        assert_eq!(t.slo.p95_latency, Duration::from_secs(10));
+        assert_eq!(t.slo.max_shed_ratio, 0.05);
+        assert_eq!(t.headroom, 0.9);
+        assert_eq!(t.workloads[0].max_completion_tokens, 64);
+        assert_eq!(t.api_key.as_ref().unwrap().expose(), "sk-test");
+        assert!(
+            !format!("{t:?}").contains("sk-test"),
+            "Debug must not show the key"
+        );
+    }
+
+    #[test]
+    fn requests_per_level_counts() {
+        let r = RequestsPerLevel::PerConcurrency(3.0);
+        assert_eq!(r.count(1, 8), 8);
+        assert_eq!(r.count(4, 8), 12);
+        assert_eq!(RequestsPerLevel::Fixed(5).count(16, 1), 16);
+    }
+
+    fn problems(yaml: &str, env: &[(&str, &str)]) -> String {
+        load_str(yaml, env).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let e = problems(
+            &GOOD.replace("max_concurrency: 2", "max_concurency: 2"),
+            &[("KEY", "k")],
+        );
+        assert!(e.contains("llmprobe.yaml"), "{e}");
+        assert!(e.contains("max_concurency"), "{e}");
+    }
+
+    #[test]
+    fn bad_duration_is_named() {
+        let e = problems(
+            &GOOD.replace("interval: 30s", "interval: 30 parsecs"),
+            &[("KEY", "k")],
+        );
+        assert!(e.contains("schedule.interval"), "{e}");
+    }
+
+    #[test]
+    fn unset_key_variable_and_missing_model_are_both_reported() {
+        let e = problems(&GOOD.replace("model: m", ""), &[]);
+        assert!(e.contains("targets[0] (w1).model: missing"), "{e}");
+        assert!(e.contains("`KEY` is not set"), "{e}");
+        assert_eq!(e.lines().count(), 2, "{e}");
+    }
+
+    #[test]
+    fn level_and_headroom_and_workload_problems() {
+        let y = GOOD
+            .replace("levels: [1, 2, 4]", "levels: [1, 4, 2]")
+            .replace("workload: chat", "workload: nope")
+            .replace("slo:", "headroom: 1.5\n  slo:");
+        let e = problems(&y, &[("KEY", "k")]);
+        assert!(
+            e.contains("defaults.levels: must be strictly increasing"),
+            "{e}"
+        );
+        assert!(e.contains("defaults.headroom"), "{e}");
+        assert!(
+            e.contains("defaults.workload: workload `nope` is not defined"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn duplicate_targets_and_credentials_in_url() {
+        let y =
+            format!("{GOOD}  - name: w1\n    base_url: http://u:p@127.0.0.1:1/v1\n    model: m\n");
+        let e = problems(&y, &[("KEY", "k")]);
+        assert!(e.contains("duplicate target name `w1`"), "{e}");
+        assert!(e.contains("must not hold credentials"), "{e}");
+        assert!(
+            !e.contains("u:p@"),
+            "the URL's secret must not be echoed: {e}"
+        );
+    }
+
+    #[test]
+    fn bad_percent_and_requests_per_level() {
+        let e = problems(&GOOD.replace("jitter: 5%", "jitter: lots"), &[("KEY", "k")]);
+        assert!(
+            e.ends_with("schedule.jitter: `lots` is not a percentage like `10%`"),
+            "{e}"
+        );
+        let e = problems(&GOOD.replace("2x", "twice"), &[("KEY", "k")]);
+        assert!(
+            e.ends_with(
+                "defaults.requests_per_level: expected `Nx` (N times the concurrency) or a count"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn missing_file_is_named() {
+        let e = decode(Path::new("/nonexistent/llmprobe.yaml"), false)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "/nonexistent/llmprobe.yaml: file not found");
+    }
+}

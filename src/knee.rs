@@ -1,0 +1,135 @@
+//! Level summaries -> capacity: the knee, the recommended `max_in_flight`,
+//! and where throughput stopped growing.
+
+use crate::report::{Capacity, LevelSummary};
+
+/// Gain below which a level is said to add no throughput.
+pub const SATURATION_GAIN: f64 = 0.10;
+
+/// Capacity of a workload from its levels, measured in increasing order.
+/// The knee is the highest level within the SLO with every lower level
+/// within it too; the recommendation is floor(knee x headroom), at least 1
+/// when there is a knee at all (recommending 0 would stop all traffic).
+pub fn capacity(
+    levels: &[LevelSummary],
+    headroom: f64,
+    stopped_because: Option<String>,
+) -> Capacity {
+    let knee_level = levels.iter().take_while(|l| l.within_slo).last();
+    let knee = knee_level.map_or(0, |l| l.concurrency);
+    let saturation = levels
+        .windows(2)
+        .find(|w| {
+            w[1].throughput_tokens_per_second
+                < w[0].throughput_tokens_per_second * (1.0 + SATURATION_GAIN)
+        })
+        .map(|w| w[1].concurrency);
+    let recommended = if knee == 0 {
+        0
+    } else {
+        ((knee as f64 * headroom).floor() as u32).max(1)
+    };
+    Capacity {
+        knee_concurrency: knee,
+        throughput_tokens_per_second: knee_level.map_or(0.0, |l| l.throughput_tokens_per_second),
+        recommended_max_in_flight: recommended,
+        saturation_concurrency: saturation,
+        saturated_before_knee: saturation.is_some_and(|s| knee > 0 && s <= knee),
+        stopped_because,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn level(concurrency: u32, throughput: f64, within_slo: bool) -> LevelSummary {
+        LevelSummary {
+            concurrency,
+            requests: 8,
+            outcomes: BTreeMap::new(),
+            shed_ratio: 0.0,
+            error_ratio: 0.0,
+            ttft_seconds: Default::default(),
+            latency_seconds: Default::default(),
+            inter_token_latency_seconds: Default::default(),
+            generation_tokens_per_second: Default::default(),
+            throughput_tokens_per_second: throughput,
+            output_tokens: 0,
+            prompt_tokens: 0,
+            wall_seconds: 1.0,
+            token_source: "usage",
+            streams_without_finish_reason: 0,
+            within_slo,
+        }
+    }
+
+    #[test]
+    fn knee_is_last_level_of_the_unbroken_run() {
+        let l = [
+            level(1, 40.0, true),
+            level(2, 78.0, true),
+            level(4, 150.0, true),
+            level(8, 160.0, false),
+        ];
+        let c = capacity(&l, 0.9, None);
+        assert_eq!(c.knee_concurrency, 4);
+        assert_eq!(c.throughput_tokens_per_second, 150.0);
+        assert_eq!(c.recommended_max_in_flight, 3);
+        assert_eq!(
+            c.saturation_concurrency,
+            Some(8),
+            "160 / 150 is under a 10% gain"
+        );
+        assert!(!c.saturated_before_knee);
+    }
+
+    #[test]
+    fn a_good_level_after_a_bad_one_does_not_count() {
+        let l = [
+            level(1, 40.0, true),
+            level(2, 80.0, false),
+            level(4, 150.0, true),
+        ];
+        assert_eq!(capacity(&l, 0.9, None).knee_concurrency, 1);
+    }
+
+    #[test]
+    fn no_knee_when_level_one_fails() {
+        let c = capacity(&[level(1, 40.0, false)], 0.9, Some("p95".into()));
+        assert_eq!(c.knee_concurrency, 0);
+        assert_eq!(c.recommended_max_in_flight, 0);
+        assert_eq!(c.throughput_tokens_per_second, 0.0);
+        assert_eq!(c.stopped_because.as_deref(), Some("p95"));
+    }
+
+    #[test]
+    fn recommendation_floors_but_keeps_one() {
+        assert_eq!(
+            capacity(&[level(1, 1.0, true)], 0.9, None).recommended_max_in_flight,
+            1
+        );
+        let l = [
+            level(1, 10.0, true),
+            level(2, 20.0, true),
+            level(4, 40.0, true),
+            level(8, 80.0, true),
+            level(16, 160.0, true),
+        ];
+        assert_eq!(capacity(&l, 0.9, None).recommended_max_in_flight, 14);
+        assert_eq!(capacity(&l, 0.9, None).saturation_concurrency, None);
+    }
+
+    #[test]
+    fn saturation_before_knee_is_reported() {
+        let l = [
+            level(1, 40.0, true),
+            level(2, 42.0, true),
+            level(4, 43.0, true),
+        ];
+        let c = capacity(&l, 0.9, None);
+        assert_eq!(c.saturation_concurrency, Some(2));
+        assert!(c.saturated_before_knee);
+    }
+}

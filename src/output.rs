@@ -1,0 +1,151 @@
+//! Renders sweep reports for a terminal (tables) or scripts (JSON).
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use crate::report::{LevelSummary, SweepReport};
+
+/// Version of the JSON document's shape; bumped on incompatible changes.
+pub const JSON_FORMAT_VERSION: u32 = 1;
+
+#[derive(Serialize)]
+struct Document<'a> {
+    format_version: u32,
+    llmprobe_version: &'static str,
+    targets: &'a [SweepReport],
+}
+
+/// The reports as one stable JSON document (documented in the README).
+pub fn json(reports: &[SweepReport]) -> String {
+    let doc = Document {
+        format_version: JSON_FORMAT_VERSION,
+        llmprobe_version: env!("CARGO_PKG_VERSION"),
+        targets: reports,
+    };
+    serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
+fn secs(v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(s) if s < 1.0 => format!("{:.1}ms", s * 1000.0),
+        Some(s) => format!("{s:.2}s"),
+    }
+}
+
+fn num(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.1}"))
+}
+
+fn errors(l: &LevelSummary) -> u64 {
+    l.requests - l.outcomes.get("ok").copied().unwrap_or(0) - shed(l)
+}
+
+fn shed(l: &LevelSummary) -> u64 {
+    l.outcomes.get("shed").copied().unwrap_or(0)
+        + l.outcomes.get("rate_limited").copied().unwrap_or(0)
+}
+
+/// The reports as tables, one per target and workload.
+pub fn table(reports: &[SweepReport]) -> String {
+    let mut out = String::new();
+    for r in reports {
+        let _ = writeln!(
+            out,
+            "target {}  model {}  sweep {:.1}s",
+            r.target, r.model, r.duration_seconds
+        );
+        if let Some(e) = &r.error {
+            let _ = writeln!(out, "  sweep failed: {e}");
+        }
+        for w in &r.workloads {
+            let _ = writeln!(out, "\n  workload {}", w.workload);
+            let _ = writeln!(
+                out,
+                "  {:>5} {:>5} {:>5} {:>5} {:>5} {:>9} {:>9} {:>11} {:>9} {:>12}",
+                "conc",
+                "reqs",
+                "ok",
+                "shed",
+                "err",
+                "ttft p50",
+                "ttft p95",
+                "gen p50 t/s",
+                "lat p95",
+                "thru tok/s"
+            );
+            for l in &w.levels {
+                let _ = writeln!(
+                    out,
+                    "  {:>5} {:>5} {:>5} {:>5} {:>5} {:>9} {:>9} {:>11} {:>9} {:>12.1}{}",
+                    l.concurrency,
+                    l.requests,
+                    l.outcomes.get("ok").copied().unwrap_or(0),
+                    shed(l),
+                    errors(l),
+                    secs(l.ttft_seconds.p50),
+                    secs(l.ttft_seconds.p95),
+                    num(l.generation_tokens_per_second.p50),
+                    secs(l.latency_seconds.p95),
+                    l.throughput_tokens_per_second,
+                    if l.within_slo { "" } else { "  <- over SLO" },
+                );
+            }
+            let c = &w.capacity;
+            let _ = writeln!(
+                out,
+                "  knee: {}   recommended max_in_flight: {}   throughput at knee: {:.1} tok/s",
+                c.knee_concurrency, c.recommended_max_in_flight, c.throughput_tokens_per_second
+            );
+            let sat = match c.saturation_concurrency {
+                None => "throughput still growing at the last level".to_string(),
+                Some(s) if c.saturated_before_knee => {
+                    format!(
+                        "throughput stopped growing at concurrency {s}, at or below the knee: more requests only queue \
+                         (if that comes early, the model may not fit in GPU memory)"
+                    )
+                }
+                Some(s) => format!("throughput stopped growing at concurrency {s}"),
+            };
+            let _ = writeln!(out, "  saturation: {sat}");
+            if let Some(why) = &c.stopped_because {
+                let _ = writeln!(out, "  stopped climbing: {why}");
+            }
+            let sources: Vec<&str> = w.levels.iter().map(|l| l.token_source).collect();
+            if let Some(src) = sources.first() {
+                let src = if sources.iter().all(|s| s == src) {
+                    *src
+                } else {
+                    "mixed"
+                };
+                let _ = writeln!(out, "  output tokens counted from: {src}");
+            }
+            let cut: u64 = w
+                .levels
+                .iter()
+                .map(|l| l.streams_without_finish_reason)
+                .sum();
+            if cut > 0 {
+                let _ = writeln!(
+                    out,
+                    "  warning: {cut} streams ended without finish_reason (cut off by the server?)"
+                );
+            }
+            let samples = w
+                .levels
+                .iter()
+                .map(|l| l.latency_seconds.count)
+                .min()
+                .unwrap_or(0);
+            if samples > 0 && samples < 20 {
+                let _ = writeln!(
+                    out,
+                    "  note: as few as {samples} samples per level; p95 is a rough figure"
+                );
+            }
+        }
+        out.push('\n');
+    }
+    out
+}

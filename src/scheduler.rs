@@ -1,0 +1,301 @@
+//! The daemon's schedule: one loop per target (one sweep at a time each),
+//! staggered at start and jittered on every interval, sharing one global cap
+//! on requests in flight. A reload diffs the targets: removed ones are
+//! cancelled and their series dropped, changed ones restarted, new ones started.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::Client;
+use crate::config::{Config, Schedule, Target, Workload};
+use crate::endpoint;
+use crate::metrics::Metrics;
+use crate::report::SweepReport;
+use crate::sample::{Outcome, Sample};
+use crate::sweep::{self, Observer, SweepEnv};
+
+/// What the index page shows of a target.
+#[derive(Debug, Clone, Default)]
+pub struct Status {
+    /// Model id.
+    pub model: String,
+    /// Unix time of the last successful sweep.
+    pub last_success_unix: Option<f64>,
+    /// Why the last sweep failed, if it did.
+    pub last_error: Option<String>,
+}
+
+/// Shared view of every target's status.
+pub type Statuses = Arc<RwLock<BTreeMap<String, Status>>>;
+
+struct Running {
+    target: Arc<Target>,
+    cancel: CancellationToken,
+    handle: JoinHandle<()>,
+}
+
+/// Owns the per-target loops.
+pub struct Scheduler {
+    metrics: Arc<Metrics>,
+    client: Client,
+    statuses: Statuses,
+    schedule: Option<Schedule>,
+    env: Option<SweepEnv>,
+    running: BTreeMap<String, Running>,
+    root: CancellationToken,
+}
+
+/// Feeds every measured request into the running totals.
+struct MetricsObserver(Arc<Metrics>);
+
+impl Observer for MetricsObserver {
+    fn request(&self, target: &Target, workload: &Workload, sample: &Sample) {
+        self.0
+            .observe_request(&target.name, &target.model, &workload.name, sample);
+    }
+    fn in_flight(&self) -> Option<Box<dyn Send>> {
+        Some(Box::new(self.0.request_in_flight()))
+    }
+}
+
+impl Scheduler {
+    /// A scheduler with no targets yet.
+    pub fn new(metrics: Arc<Metrics>, client: Client, statuses: Statuses) -> Self {
+        Scheduler {
+            metrics,
+            client,
+            statuses,
+            schedule: None,
+            env: None,
+            running: BTreeMap::new(),
+            root: CancellationToken::new(),
+        }
+    }
+
+    /// Brings the running loops in line with `config`.
+    pub fn apply(&mut self, config: &Config) {
+        let schedule_changed = self.schedule.as_ref() != Some(&config.schedule);
+        if schedule_changed {
+            // A new global cap needs a new semaphore: restart every loop on it.
+            self.env = Some(SweepEnv {
+                client: self.client.clone(),
+                in_flight: Arc::new(Semaphore::new(config.schedule.max_in_flight_total as usize)),
+                cancel: self.root.child_token(),
+                observer: Arc::new(MetricsObserver(self.metrics.clone())),
+            });
+            self.schedule = Some(config.schedule.clone());
+        }
+        let wanted: BTreeMap<&str, &Arc<Target>> = config
+            .targets
+            .iter()
+            .map(|t| (t.name.as_str(), t))
+            .collect();
+        let names: Vec<String> = self.running.keys().cloned().collect();
+        for name in names {
+            let keep = !schedule_changed
+                && wanted
+                    .get(name.as_str())
+                    .is_some_and(|t| t.same_settings(&self.running[&name].target));
+            if !keep {
+                if let Some(r) = self.running.remove(&name) {
+                    r.cancel.cancel();
+                    tracing::info!(target_name = %name, "stopping measurement of target");
+                }
+                if !wanted.contains_key(name.as_str()) {
+                    self.metrics.forget_target(&name);
+                    self.statuses
+                        .write()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&name);
+                }
+            }
+        }
+        let (Some(env), Some(schedule)) = (self.env.clone(), self.schedule.clone()) else {
+            return;
+        };
+        let new: Vec<&Arc<Target>> = config
+            .targets
+            .iter()
+            .filter(|t| !self.running.contains_key(&t.name))
+            .collect();
+        let gap = stagger_gap(&schedule, new.len());
+        for (i, target) in new.into_iter().enumerate() {
+            let cancel = self.root.child_token();
+            let offset = gap * i as u32 + gap.mul_f64(fastrand::f64());
+            self.statuses
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(target.name.clone())
+                .or_default()
+                .model = target.model.clone();
+            let handle = tokio::spawn(target_loop(
+                target.clone(),
+                env.clone(),
+                schedule.clone(),
+                offset,
+                cancel.clone(),
+                self.metrics.clone(),
+                self.statuses.clone(),
+            ));
+            self.running.insert(
+                target.name.clone(),
+                Running {
+                    target: target.clone(),
+                    cancel,
+                    handle,
+                },
+            );
+        }
+    }
+
+    /// Cancels every loop (requests in flight included) and waits up to
+    /// `grace` for them to end.
+    pub async fn shutdown(self, grace: Duration) {
+        self.root.cancel();
+        let handles: Vec<JoinHandle<()>> = self.running.into_values().map(|r| r.handle).collect();
+        let all = futures_util::future::join_all(handles);
+        if tokio::time::timeout(grace, all).await.is_err() {
+            tracing::warn!("some sweeps did not stop within {grace:?}");
+        }
+    }
+}
+
+/// Gap between the first sweeps of newly started targets: spread over the
+/// interval, but never so far apart that first results take long to appear.
+fn stagger_gap(schedule: &Schedule, n: usize) -> Duration {
+    if n == 0 {
+        return Duration::ZERO;
+    }
+    (schedule.interval / n as u32).min(Duration::from_secs(2))
+}
+
+/// The interval with up to `jitter` of it added at random.
+pub fn jittered(interval: Duration, jitter: f64, unit_random: f64) -> Duration {
+    interval + interval.mul_f64(jitter * unit_random)
+}
+
+async fn target_loop(
+    target: Arc<Target>,
+    env: SweepEnv,
+    schedule: Schedule,
+    offset: Duration,
+    cancel: CancellationToken,
+    metrics: Arc<Metrics>,
+    statuses: Statuses,
+) {
+    let env = SweepEnv {
+        cancel: cancel.clone(),
+        ..env
+    };
+    tokio::select! {
+        _ = tokio::time::sleep(offset) => {}
+        _ = cancel.cancelled() => return,
+    }
+    let reachable = match endpoint::reach(&target).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!(target_name = %target.name, error = %e, "cannot reach target");
+            return;
+        }
+    };
+    let mut info: Vec<(String, String)> = target
+        .labels
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    info.push(("model".into(), target.model.clone()));
+    metrics.set_target_info(&target.name, &info);
+    loop {
+        let report = sweep::run(&env, &target, &reachable.base_url, schedule.sweep_timeout).await;
+        if cancel.is_cancelled() {
+            break;
+        }
+        log_sweep(&report);
+        metrics.publish_sweep(&report);
+        {
+            let mut st = statuses.write().unwrap_or_else(|e| e.into_inner());
+            let s = st.entry(target.name.clone()).or_default();
+            s.model = target.model.clone();
+            if report.success {
+                s.last_success_unix = Some(report.finished_at_unix_seconds);
+                s.last_error = None;
+            } else {
+                s.last_error = report.error.clone();
+            }
+        }
+        let wait = jittered(schedule.interval, schedule.jitter, fastrand::f64());
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = cancel.cancelled() => break,
+        }
+    }
+}
+
+/// One line per sweep (failed requests summarised, never one line each).
+fn log_sweep(report: &SweepReport) {
+    let knees: Vec<String> = report
+        .workloads
+        .iter()
+        .map(|w| format!("{}={}", w.workload, w.capacity.knee_concurrency))
+        .collect();
+    let mut failures: BTreeMap<&str, u64> = BTreeMap::new();
+    for l in report.workloads.iter().flat_map(|w| &w.levels) {
+        for (outcome, n) in &l.outcomes {
+            if *outcome != Outcome::Ok.as_str() && *n > 0 {
+                *failures.entry(outcome).or_default() += n;
+            }
+        }
+    }
+    let failures: Vec<String> = failures.iter().map(|(o, n)| format!("{o}={n}")).collect();
+    if report.success {
+        tracing::info!(
+            target_name = %report.target,
+            knee = %knees.join(","),
+            duration_s = format!("{:.1}", report.duration_seconds),
+            failed_requests = %failures.join(","),
+            "sweep finished"
+        );
+    } else {
+        tracing::warn!(
+            target_name = %report.target,
+            error = report.error.as_deref().unwrap_or(""),
+            duration_s = format!("{:.1}", report.duration_seconds),
+            failed_requests = %failures.join(","),
+            "sweep failed"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_stays_within_its_fraction() {
+        let i = Duration::from_secs(100);
+        assert_eq!(jittered(i, 0.1, 0.0), i);
+        assert_eq!(jittered(i, 0.1, 0.5), Duration::from_secs(105));
+        assert!(jittered(i, 0.1, 0.999) < Duration::from_secs(110));
+    }
+
+    #[test]
+    fn stagger_gap_is_bounded() {
+        let s = Schedule {
+            interval: Duration::from_secs(900),
+            jitter: 0.1,
+            max_in_flight_total: 8,
+            sweep_timeout: Duration::from_secs(60),
+        };
+        assert_eq!(stagger_gap(&s, 3), Duration::from_secs(2));
+        let fast = Schedule {
+            interval: Duration::from_secs(1),
+            ..s
+        };
+        assert_eq!(stagger_gap(&fast, 4), Duration::from_millis(250));
+    }
+}

@@ -1,0 +1,211 @@
+//! Samples of one level -> its summary. Percentiles are exact, from every
+//! sample of the level, and carry the count they rest on.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::config::Slo;
+use crate::report::{LevelSummary, Percentiles};
+use crate::sample::{Outcome, Sample, TokenSource};
+
+/// The `q` quantile (0..=1) of already sorted values, by linear interpolation
+/// between closest ranks: numpy's default `linear` method (Hyndman and Fan
+/// type 7): with h = (n - 1) q, the result is x[floor h] + (h - floor h) (x[floor h + 1] - x[floor h]).
+/// None for an empty slice.
+pub fn quantile_sorted(sorted: &[f64], q: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let h = (sorted.len() - 1) as f64 * q.clamp(0.0, 1.0);
+    let lo = h.floor() as usize;
+    let hi = (lo + 1).min(sorted.len() - 1);
+    Some(sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo]))
+}
+
+/// p50, p95 and p99 of `values` (sorted in place), with their count.
+pub fn percentiles(values: &mut [f64]) -> Percentiles {
+    values.sort_by(f64::total_cmp);
+    Percentiles {
+        count: values.len(),
+        p50: quantile_sorted(values, 0.50),
+        p95: quantile_sorted(values, 0.95),
+        p99: quantile_sorted(values, 0.99),
+    }
+}
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+/// Summarises the samples of one level that ran for `wall` with
+/// `concurrency` requests in flight, and judges it against `slo`.
+pub fn summarize_level(
+    concurrency: u32,
+    samples: &[Sample],
+    wall: Duration,
+    slo: &Slo,
+) -> LevelSummary {
+    let mut outcomes: BTreeMap<&'static str, u64> =
+        Outcome::ALL.iter().map(|o| (o.as_str(), 0)).collect();
+    for s in samples {
+        *outcomes.entry(s.outcome.as_str()).or_default() += 1;
+    }
+    let ok: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| s.outcome == Outcome::Ok)
+        .collect();
+    let requests = samples.len() as u64;
+    let shed = samples.iter().filter(|s| s.outcome.is_shed()).count() as u64;
+    let failed = requests - ok.len() as u64 - shed;
+    let ratio = |n: u64| {
+        if requests == 0 {
+            0.0
+        } else {
+            n as f64 / requests as f64
+        }
+    };
+
+    let mut ttft: Vec<f64> = ok.iter().filter_map(|s| s.ttft.map(secs)).collect();
+    let mut latency: Vec<f64> = ok.iter().filter_map(|s| s.latency.map(secs)).collect();
+    let mut itl: Vec<f64> = ok
+        .iter()
+        .flat_map(|s| s.inter_token.iter().copied().map(secs))
+        .collect();
+    let mut speed: Vec<f64> = ok.iter().filter_map(|s| s.generation_speed()).collect();
+
+    let output_tokens: u64 = ok.iter().map(|s| s.output_tokens).sum();
+    let prompt_tokens: u64 = ok.iter().filter_map(|s| s.prompt_tokens).sum();
+    let wall_seconds = secs(wall);
+    let throughput = if wall_seconds > 0.0 {
+        output_tokens as f64 / wall_seconds
+    } else {
+        0.0
+    };
+    let from_usage = ok
+        .iter()
+        .filter(|s| s.token_source == TokenSource::Usage)
+        .count();
+    let token_source = match (from_usage, ok.len()) {
+        (_, 0) => "none",
+        (u, n) if u == n => "usage",
+        (0, _) => "chunks",
+        _ => "mixed",
+    };
+    let latency = percentiles(&mut latency);
+    let shed_ratio = ratio(shed);
+    let error_ratio = ratio(failed);
+    let within_slo = latency.p95.is_some_and(|p| p <= secs(slo.p95_latency))
+        && shed_ratio <= slo.max_shed_ratio
+        && error_ratio <= slo.max_error_ratio;
+
+    LevelSummary {
+        concurrency,
+        requests,
+        outcomes,
+        shed_ratio,
+        error_ratio,
+        ttft_seconds: percentiles(&mut ttft),
+        latency_seconds: latency,
+        inter_token_latency_seconds: percentiles(&mut itl),
+        generation_tokens_per_second: percentiles(&mut speed),
+        throughput_tokens_per_second: throughput,
+        output_tokens,
+        prompt_tokens,
+        wall_seconds,
+        token_source,
+        streams_without_finish_reason: ok.iter().filter(|s| !s.finish_reason_seen).count() as u64,
+        within_slo,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64) {
+        assert!((a - b).abs() < 1e-9, "{a} != {b}");
+    }
+
+    #[test]
+    fn quantiles_match_hand_computed_numpy_linear() {
+        let v = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        // numpy.percentile([1..6], 50) = 3.5; 95 -> h = 4.75 -> 5.75; 99 -> h = 4.95 -> 5.95
+        close(quantile_sorted(&v, 0.5).unwrap(), 3.5);
+        close(quantile_sorted(&v, 0.95).unwrap(), 5.75);
+        close(quantile_sorted(&v, 0.99).unwrap(), 5.95);
+        close(quantile_sorted(&v, 0.0).unwrap(), 1.0);
+        close(quantile_sorted(&v, 1.0).unwrap(), 6.0);
+        close(quantile_sorted(&[7.0], 0.95).unwrap(), 7.0);
+        assert_eq!(quantile_sorted(&[], 0.5), None);
+        // 10, 20, 30, 40 at 0.95: h = 2.85 -> 30 + 0.85 * 10 = 38.5
+        close(
+            quantile_sorted(&[10.0, 20.0, 30.0, 40.0], 0.95).unwrap(),
+            38.5,
+        );
+    }
+
+    #[test]
+    fn percentiles_sort_first_and_carry_count() {
+        let mut v = vec![6.0, 1.0, 5.0, 2.0, 4.0, 3.0];
+        let p = percentiles(&mut v);
+        assert_eq!(p.count, 6);
+        close(p.p50.unwrap(), 3.5);
+        close(p.p95.unwrap(), 5.75);
+    }
+
+    fn ok(ttft_ms: u64, latency_ms: u64, tokens: u64) -> Sample {
+        let mut s = Sample::failed(Outcome::Ok, Some(200), "");
+        s.error = None;
+        s.ttft = Some(Duration::from_millis(ttft_ms));
+        s.latency = Some(Duration::from_millis(latency_ms));
+        s.output_tokens = tokens;
+        s.token_source = TokenSource::Usage;
+        s.finish_reason_seen = true;
+        s.inter_token = vec![Duration::from_millis(10); tokens.saturating_sub(1) as usize];
+        s
+    }
+
+    fn slo(p95_ms: u64) -> Slo {
+        Slo {
+            p95_latency: Duration::from_millis(p95_ms),
+            max_shed_ratio: 0.05,
+            max_error_ratio: 0.05,
+        }
+    }
+
+    #[test]
+    fn level_summary_values() {
+        let samples = vec![
+            ok(100, 1100, 101),
+            ok(200, 2200, 201),
+            Sample::failed(Outcome::Shed, Some(503), "shed"),
+        ];
+        let l = summarize_level(2, &samples, Duration::from_secs(2), &slo(5000));
+        assert_eq!(l.requests, 3);
+        assert_eq!(l.outcomes["ok"], 2);
+        assert_eq!(l.outcomes["shed"], 1);
+        assert_eq!(l.outcomes["timeout"], 0);
+        close(l.shed_ratio, 1.0 / 3.0);
+        close(l.error_ratio, 0.0);
+        close(l.throughput_tokens_per_second, 302.0 / 2.0);
+        // speeds: 100 / 1.0 = 100 and 200 / 2.0 = 100
+        close(l.generation_tokens_per_second.p50.unwrap(), 100.0);
+        close(l.ttft_seconds.p50.unwrap(), 0.15);
+        assert_eq!(l.inter_token_latency_seconds.count, 300);
+        assert_eq!(l.token_source, "usage");
+        assert!(!l.within_slo, "a third shed is over 5%");
+    }
+
+    #[test]
+    fn slo_judges_latency_and_empty_levels() {
+        let samples: Vec<Sample> = (0..20).map(|i| ok(10, 100 + i * 10, 10)).collect();
+        // latencies 100..290 ms: p95 = 280.5 ms
+        assert!(summarize_level(1, &samples, Duration::from_secs(1), &slo(281)).within_slo);
+        assert!(!summarize_level(1, &samples, Duration::from_secs(1), &slo(280)).within_slo);
+        let failed = vec![Sample::failed(Outcome::ProtocolError, Some(200), "garbage")];
+        let l = summarize_level(1, &failed, Duration::from_secs(1), &slo(1000));
+        assert!(!l.within_slo);
+        close(l.error_ratio, 1.0);
+        assert_eq!(l.latency_seconds.p95, None);
+    }
+}
