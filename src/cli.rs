@@ -37,7 +37,7 @@ pub enum Command {
     /// Validate the configuration and explain what it will do; exit 1 on error.
     CheckConfig,
     /// Serve the built-in simulated OpenAI-compatible engine.
-    Simulate(crate::sim::SimArgs),
+    Simulate(Box<crate::sim::SimArgs>),
 }
 
 /// Output formats of `sweep`.

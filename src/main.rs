@@ -84,7 +84,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             })
         }
         Command::Simulate(args) => {
-            let (listen, sim) = args.into_config();
+            let (listen, sim) = (*args).into_config();
             let params = sim.resolve().map_err(anyhow::Error::msg)?;
             let listener = tokio::net::TcpListener::bind(listen)
                 .await
