@@ -75,7 +75,9 @@ fn sse_decode_and_interpret(bencher: Bencher) {
                     generated += usize::from(info.generated);
                 }
             };
-            decoder.feed(divan::black_box(&stream), &mut on_event).unwrap();
+            decoder
+                .feed(divan::black_box(&stream), &mut on_event)
+                .unwrap();
             decoder.finish(&mut on_event).unwrap();
             generated
         });
@@ -110,5 +112,31 @@ fn percentiles_10k(bencher: Bencher) {
 #[divan::bench(sample_count = 20)]
 fn exposition_encode_100_targets(bencher: Bencher) {
     let metrics = fixtures::big_metrics();
+    bencher.bench(|| metrics.encode());
+}
+
+/// Experiment: running totals only.
+#[divan::bench(sample_count = 20)]
+fn exposition_running_only(bencher: Bencher) {
+    let metrics = llmprobe::metrics::Metrics::new(&prometheus::Registry::new()).unwrap();
+    let mut one = llmprobe::sample::Sample::failed(llmprobe::sample::Outcome::Ok, Some(200), "");
+    one.ttft = Some(std::time::Duration::from_millis(20));
+    one.latency = Some(std::time::Duration::from_millis(200));
+    for t in 0..100 {
+        for w in 0..3 {
+            metrics.observe_request(
+                &format!("worker-{t:03}"),
+                "Qwen/Qwen2.5-7B-Instruct",
+                &format!("workload-{w}"),
+                &one,
+            );
+        }
+    }
+    let text = metrics.encode();
+    println!(
+        "running only: {} bytes, {} lines",
+        text.len(),
+        text.lines().filter(|l| !l.starts_with('#')).count()
+    );
     bencher.bench(|| metrics.encode());
 }

@@ -27,9 +27,22 @@ pub fn vllm_stream(tokens: usize) -> Vec<u8> {
     out.push_str(head);
     out.push_str(r#""delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"usage":null}"#);
     out.push_str("\n\n");
-    let words = [" the", " capacity", " of", " a", " private", " server", ",", " é"];
+    let words = [
+        " the",
+        " capacity",
+        " of",
+        " a",
+        " private",
+        " server",
+        ",",
+        " é",
+    ];
     for i in 0..tokens {
-        let finish = if i + 1 == tokens { "\"length\"" } else { "null" };
+        let finish = if i + 1 == tokens {
+            "\"length\""
+        } else {
+            "null"
+        };
         out.push_str(head);
         out.push_str(&format!(
             r#""delta":{{"content":"{}"}},"logprobs":null,"finish_reason":{finish}}}],"usage":null}}"#,

@@ -54,13 +54,17 @@ fn main() {
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--only" => only = it.next().map(|s| s.split(',').map(str::to_string).collect()),
+            "--only" => {
+                only = it
+                    .next()
+                    .map(|s| s.split(',').map(str::to_string).collect())
+            }
             "--quick" => quick = true,
             // `cargo bench` passes --bench; filters and other flags mean nothing here.
             _ => {}
         }
     }
-    let wants = |name: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == name));
+    let wants = |name: &str| only.as_ref().map_or(true, |o| o.iter().any(|x| x == name));
     // The same runtime as llmprobe's main: multi-threaded, one worker per core.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -96,7 +100,8 @@ fn main() {
 
 /// Child mode: `serve-truth paced TTFT_MS GAP_MS` or `serve-truth saturate`.
 fn serve_truth(args: &[String]) {
-    let ms = |i: usize| Duration::from_millis(args.get(i).and_then(|s| s.parse().ok()).unwrap_or(10));
+    let ms =
+        |i: usize| Duration::from_millis(args.get(i).and_then(|s| s.parse().ok()).unwrap_or(10));
     let pace = match args.first().map(String::as_str) {
         Some("saturate") => Pace::Saturate,
         _ => Pace::Paced {
@@ -120,6 +125,8 @@ fn serve_truth(args: &[String]) {
 struct Server {
     child: std::process::Child,
     addr: String,
+    /// Whether it is the truth server (which answers `GET /truth`).
+    truth: bool,
 }
 
 impl Server {
@@ -166,7 +173,11 @@ impl Server {
             .strip_prefix("listening ")
             .expect("truth server says where it listens")
             .to_string();
-        Server { child, addr }
+        Server {
+            child,
+            addr,
+            truth: true,
+        }
     }
 
     /// `llmprobe simulate` with these extra arguments.
@@ -180,7 +191,11 @@ impl Server {
             .stderr(Stdio::null())
             .spawn()
             .expect("start llmprobe simulate");
-        let server = Server { child, addr };
+        let server = Server {
+            child,
+            addr,
+            truth: false,
+        };
         wait_http(&format!("http://{}/health", server.addr)).await;
         server
     }
@@ -214,7 +229,7 @@ async fn wait_http(url: &str) {
 }
 
 /// Takes the server's records (and makes it forget them).
-async fn take_truth(server: &Server) -> HashMap<String, Truth> {
+async fn take_truth(server: &Server) -> truth::Report {
     reqwest::get(format!("http://{}/truth", server.addr))
         .await
         .expect("GET /truth")
@@ -305,6 +320,8 @@ struct Level {
     chunks: u64,
     failed: usize,
     load: f64,
+    /// The truth server's records of the measured requests (not the warm-up).
+    truth: Option<truth::Report>,
 }
 
 impl Level {
@@ -331,6 +348,9 @@ async fn level(
         bodies(&format!("warm-{tag}-"), concurrency, tokens),
     )
     .await;
+    if server.truth {
+        take_truth(server).await;
+    }
     let bodies = bodies(&format!("{tag}-"), n, tokens);
     let (cpu0, server0, t0) = (os::self_cpu(), server.cpu(), Instant::now());
     let samples = closed_loop(client, &url, concurrency, bodies).await;
@@ -359,8 +379,17 @@ async fn level(
         .filter(|(_, s)| s.outcome != Outcome::Ok)
         .count();
     if let Some((_, s)) = samples.iter().find(|(_, s)| s.outcome != Outcome::Ok) {
-        eprintln!("  {failed} failed requests, e.g. {:?}: {:?}", s.outcome, s.error);
+        eprintln!(
+            "  {failed} failed requests, e.g. {:?}: {:?}",
+            s.outcome, s.error
+        );
     }
+    let load = os::load1();
+    let truth = if server.truth {
+        Some(take_truth(server).await)
+    } else {
+        None
+    };
     Level {
         samples,
         wall,
@@ -368,7 +397,8 @@ async fn level(
         server_cpu,
         chunks,
         failed,
-        load: os::load1(),
+        load,
+        truth,
     }
 }
 
@@ -392,8 +422,10 @@ struct Errors {
     ttft_signed: Vec<f64>,
     /// |client gap - server gap| per inter-token gap.
     itl: Vec<f64>,
-    /// The server's own TTFT (request read to first content chunk written).
+    /// The server's own TTFT (request arrival to first content chunk written).
     server_ttft: Vec<f64>,
+    /// Request arrival at the server's socket to the server reading it.
+    read_delay: Vec<f64>,
     /// Requests without a truth record or with a different chunk count.
     unpaired: usize,
 }
@@ -417,6 +449,7 @@ fn compare(samples: &[(String, Sample)], truth: &HashMap<String, Truth>) -> Erro
         e.ttft.push(d.abs());
         e.ttft_signed.push(d);
         e.server_ttft.push(ms(server_ttft));
+        e.read_delay.push(t.read_delay_ns as f64 / 1e6);
         if s.content_chunks as usize != t.writes_ns.len() {
             e.unpaired += 1;
             continue;
@@ -441,26 +474,33 @@ async fn accuracy(client: &Client, scale: usize) {
     let (ttft, gap, tokens) = (Duration::from_millis(20), Duration::from_millis(10), 16);
     println!("## 1. Timing accuracy: llmprobe vs the server's own clock\n");
     println!(
-        "Truth server: first content chunk {} ms after the request, then one every {} ms, {tokens} content chunks; one warm-up round per level. Errors are |llmprobe - server| in ms.\n",
+        "Truth server: first content chunk {} ms after the request, then one every {} ms, {tokens} content chunks; one warm-up round per level. Errors are |llmprobe - server| in ms; the server's zero is the kernel's receive timestamp of the request's last byte; its read delay (arrival to read, its own queueing) is shown apart.\n",
         ttft.as_millis(),
         gap.as_millis()
     );
-    println!("| concurrency | requests | TTFT error p50 | TTFT error p99 | ITL error p50 | ITL error p99 | server TTFT p50 | server jitter (p99-p50) | target met | unpaired | load |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("| concurrency | requests | TTFT error p50 | TTFT error p99 | ITL error p50 | ITL error p99 | server TTFT p50 | server jitter (p99-p50) | server read delay p50 / p99 | connections opened | target met | unpaired | load |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let server = Server::truth(Pace::Paced { ttft, gap });
     for c in [1usize, 16, 64, 256, 512] {
         let n = (100.max(4 * c)) / scale;
         let l = level(client, &server, c, n, tokens, &format!("acc{c}")).await;
-        let truth = take_truth(&server).await;
-        let mut e = compare(&l.samples, &truth);
+        let truth = l.truth.as_ref().expect("truth server");
+        let mut e = compare(&l.samples, &truth.requests);
         let (t50, t99) = p50_p99(&mut e.ttft);
         let (i50, i99) = p50_p99(&mut e.itl);
         let (s50, s99) = p50_p99(&mut e.server_ttft);
         let jitter = s99 - s50;
-        let met = t50 <= 0.3 && if c <= 64 { t99 <= 1.5 } else { t99 <= jitter.max(1.5) };
+        let (r50, r99) = p50_p99(&mut e.read_delay);
+        let met = t50 <= 0.3
+            && if c <= 64 {
+                t99 <= 1.5
+            } else {
+                t99 <= jitter.max(1.5)
+            };
         println!(
-            "| {c} | {} | {t50:.3} | {t99:.3} | {i50:.3} | {i99:.3} | {s50:.3} | {jitter:.3} | {} | {} | {:.2} |",
+            "| {c} | {} | {t50:.3} | {t99:.3} | {i50:.3} | {i99:.3} | {s50:.3} | {jitter:.3} | {r50:.3} / {r99:.3} | {} | {} | {} | {:.2} |",
             l.samples.len(),
+            truth.connections,
             check(met),
             e.unpaired + l.failed,
             l.load
@@ -472,10 +512,12 @@ async fn accuracy(client: &Client, scale: usize) {
 /// Benchmark 2: client CPU per streamed chunk in three chunk regimes.
 async fn cost(client: &Client, scale: usize) {
     let tokens = 256;
-    println!("## 2. Client cost: llmprobe CPU per streamed chunk (OS accounting of the whole process)\n");
+    println!(
+        "## 2. Client cost: llmprobe CPU per streamed chunk (OS accounting of the whole process)\n"
+    );
     println!("{tokens} content chunks per request; 2 x concurrency requests after a warm-up round; CPU = user + sys of the client process (getrusage), which also summarises the level as a sweep does.\n");
-    println!("| regime | concurrency | chunks | client CPU per chunk | chunks/s per client core | chunks/s (wall) | server CPU per chunk | target | met | load |");
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("| regime | concurrency | chunks | client CPU per chunk | chunks/s per client core | chunks/s (wall) | server CPU per chunk | connections opened | target | met | load |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     let paced = Pace::Paced {
         ttft: Duration::from_millis(10),
         gap: Duration::from_millis(10),
@@ -494,17 +536,17 @@ async fn cost(client: &Client, scale: usize) {
             let l = level(client, &server, c, n, tokens, &format!("cost{c}")).await;
             let per = l.cpu_per_chunk_us();
             println!(
-                "| {regime} | {c} | {} | {per:.2} µs | {:.0} | {:.0} | {:.2} µs | <= {target} µs | {} | {:.2} |",
+                "| {regime} | {c} | {} | {per:.2} µs | {:.0} | {:.0} | {:.2} µs | {} | <= {target} µs | {} | {:.2} |",
                 l.chunks,
                 l.chunks as f64 / l.cpu.as_secs_f64(),
                 l.chunks as f64 / l.wall.as_secs_f64(),
                 l.server_cpu.as_secs_f64() * 1e6 / l.chunks.max(1) as f64,
+                l.truth
+                    .as_ref()
+                    .map_or("-".to_string(), |t| t.connections.to_string()),
                 check(per <= target),
                 l.load
             );
-            if pace.is_some() {
-                take_truth(&server).await;
-            }
         }
     }
     println!();
@@ -527,7 +569,13 @@ struct PyRequest {
 }
 
 /// Runs benches/reference_openai.py; Err is the reason it was skipped.
-fn python_level(server: &Server, c: usize, n: usize, tokens: u32, prefix: &str) -> Result<PyRun, String> {
+fn python_level(
+    server: &Server,
+    c: usize,
+    n: usize,
+    tokens: u32,
+    prefix: &str,
+) -> Result<PyRun, String> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/reference_openai.py");
     let out = Command::new("python3")
         .arg(script)
@@ -547,7 +595,9 @@ fn python_level(server: &Server, c: usize, n: usize, tokens: u32, prefix: &str) 
 
 /// Benchmark 3: llmprobe next to the reference Python method, same server.
 async fn reference(client: &Client, scale: usize) {
-    println!("## 3. Side by side with the reference method (openai SDK, AsyncOpenAI, stream=True)\n");
+    println!(
+        "## 3. Side by side with the reference method (openai SDK, AsyncOpenAI, stream=True)\n"
+    );
     let cases: [(&str, Pace, usize, u32); 3] = [
         (
             "paced 20 ms + 10 ms",
@@ -574,7 +624,6 @@ async fn reference(client: &Client, scale: usize) {
         let n = (if c == 1 { 50 } else { 4 * c } / scale).max(c);
         let server = Server::truth(pace);
         let rust = level(client, &server, c, n, tokens, "rs").await;
-        let rust_truth = take_truth(&server).await;
         let py = match python_level(&server, c, n, tokens, "py-") {
             Ok(py) => py,
             Err(why) => {
@@ -582,7 +631,7 @@ async fn reference(client: &Client, scale: usize) {
                 return;
             }
         };
-        let py_truth = take_truth(&server).await;
+        let py_truth = take_truth(&server).await.requests;
         if !header {
             println!(
                 "Python {}, openai {}; same truth server, same requests, one after the other. Ratios are Python / llmprobe.\n",
@@ -592,7 +641,7 @@ async fn reference(client: &Client, scale: usize) {
             println!("|---|---|---|---|---|---|---|---|---|---|");
             header = true;
         }
-        let mut re = compare(&rust.samples, &rust_truth);
+        let mut re = compare(&rust.samples, &rust.truth.as_ref().expect("truth").requests);
         let mut pe = Errors::default();
         for r in &py.requests {
             match (r.ttft, py_truth.get(&r.id).and_then(Truth::ttft)) {
@@ -755,7 +804,9 @@ targets:
         allow_reload: false,
         targets: Arc::new(Vec::new),
     };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let addr = listener.local_addr().expect("addr");
     let stop = CancellationToken::new();
     let token = stop.clone();
@@ -771,13 +822,23 @@ targets:
     let mut series = 0;
     for i in 0..60 {
         let t0 = Instant::now();
-        let body = http.get(&url).send().await.expect("scrape").bytes().await.expect("body");
+        let body = http
+            .get(&url)
+            .send()
+            .await
+            .expect("scrape")
+            .bytes()
+            .await
+            .expect("body");
         let t = ms(t0.elapsed());
         if i >= 10 {
             times.push(t);
         }
         size = body.len();
-        series = body.split(|&b| b == b'\n').filter(|l| !l.is_empty() && l[0] != b'#').count();
+        series = body
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty() && l[0] != b'#')
+            .count();
     }
     let mut encode = Vec::new();
     for _ in 0..50 {
@@ -836,7 +897,11 @@ async fn engine(client: &Client, scale: usize) {
         let l = level(client, &server, c, n, 256, "engine").await;
         let rate = l.chunks as f64 / l.wall.as_secs_f64();
         let server_per = l.server_cpu.as_secs_f64() / l.chunks.max(1) as f64;
-        let target = if name == "stub" { ">= 200,000 tok/s" } else { "" };
+        let target = if name == "stub" {
+            ">= 200,000 tok/s"
+        } else {
+            ""
+        };
         println!(
             "| {name} | {c} | {} | {rate:.0} | {:.2} µs | {:.0} | {:.2} µs | {target} | {} | {:.2} |",
             l.chunks,

@@ -4,18 +4,24 @@
 //! between. It runs in a child process (`measurer serve-truth ...`) so that
 //! its CPU never lands in the client's accounting.
 //!
-//! For each request it records, on its own monotonic clock, when the request
-//! had been read in full and when each content chunk's write returned (on
+//! For each request it records, on its own monotonic clock, when the last
+//! byte of the request reached its socket (the kernel's receive timestamp,
+//! `SO_TIMESTAMPNS`, so that the server's own queueing before it reads is not
+//! hidden from the truth) and when each content chunk's write returned (on
 //! loopback the bytes are then already in the client's receive queue).
 //! `GET /truth` returns and forgets those records, keyed by the request's
 //! `user` field, which the client sets to a unique id: that is how the
-//! client's samples are paired with the server's truth.
+//! client's samples are paired with the server's truth. It also tells how
+//! many connections were opened since the last call: a client that opens
+//! more than it keeps requests in flight lost its pooled connections.
 
 use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::{TcpListener, TcpStream};
 
 /// How content chunks are spaced.
@@ -31,11 +37,14 @@ pub enum Pace {
 }
 
 /// The server's own view of one request: content chunk write instants,
-/// measured from when the request had been read.
+/// measured from when the request reached the server's socket.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Truth {
     /// Offset of each content chunk's write, in nanoseconds.
     pub writes_ns: Vec<u64>,
+    /// From the request reaching the socket to the server reading it: the
+    /// server's own queueing, which a server timing from its read would miss.
+    pub read_delay_ns: u64,
 }
 
 impl Truth {
@@ -52,7 +61,16 @@ impl Truth {
     }
 }
 
-type Records = Arc<Mutex<HashMap<String, Truth>>>;
+/// What `GET /truth` returns.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct Report {
+    /// Connections accepted since the previous report.
+    pub connections: u64,
+    /// Truth per request id.
+    pub requests: HashMap<String, Truth>,
+}
+
+type Records = Arc<Mutex<Report>>;
 
 /// Serves until killed; prints `listening ADDR` on stdout once bound.
 pub async fn serve(pace: Pace) -> std::io::Result<()> {
@@ -61,6 +79,7 @@ pub async fn serve(pace: Pace) -> std::io::Result<()> {
     let records: Records = Arc::default();
     loop {
         let (sock, _) = listener.accept().await?;
+        records.lock().unwrap().connections += 1;
         let records = records.clone();
         tokio::spawn(async move {
             let _ = connection(sock, pace, records).await;
@@ -70,15 +89,17 @@ pub async fn serve(pace: Pace) -> std::io::Result<()> {
 
 async fn connection(mut sock: TcpStream, pace: Pace, records: Records) -> std::io::Result<()> {
     sock.set_nodelay(true)?;
+    set_timestamps(sock.as_raw_fd())?;
     let mut buf: Vec<u8> = Vec::with_capacity(8192);
+    let mut arrived = None;
     loop {
         let head_end = loop {
             if let Some(p) = find(&buf, b"\r\n\r\n") {
                 break p + 4;
             }
-            buf.reserve(4096);
-            if sock.read_buf(&mut buf).await? == 0 {
-                return Ok(());
+            match read_stamped(&sock, &mut buf).await? {
+                (0, _) => return Ok(()),
+                (_, stamp) => arrived = stamp,
             }
         };
         let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
@@ -89,13 +110,14 @@ async fn connection(mut sock: TcpStream, pace: Pace, records: Records) -> std::i
             .and_then(|(_, v)| v.trim().parse::<usize>().ok())
             .unwrap_or(0);
         while buf.len() < head_end + length {
-            buf.reserve(head_end + length - buf.len());
-            if sock.read_buf(&mut buf).await? == 0 {
-                return Ok(());
+            match read_stamped(&sock, &mut buf).await? {
+                (0, _) => return Ok(()),
+                (_, stamp) => arrived = stamp,
             }
         }
-        // The request is complete: this is the server's zero for the request.
-        let received = Instant::now();
+        // The request is complete; its zero is when its last byte arrived.
+        let read = Instant::now();
+        let received = arrived.take().filter(|&a| a <= read).unwrap_or(read);
         let body = buf[head_end..head_end + length].to_vec();
         buf.drain(..head_end + length);
         let path = head.split_whitespace().nth(1).unwrap_or("");
@@ -110,8 +132,9 @@ async fn connection(mut sock: TcpStream, pace: Pace, records: Records) -> std::i
             out.extend_from_slice(&json);
             sock.write_all(&out).await?;
         } else if head.starts_with("POST") && path.ends_with("/chat/completions") {
-            let (id, truth) = stream(&mut sock, &body, pace, received).await?;
-            records.lock().unwrap().insert(id, truth);
+            let (id, mut truth) = stream(&mut sock, &body, pace, received).await?;
+            truth.read_delay_ns = (read - received).as_nanos() as u64;
+            records.lock().unwrap().requests.insert(id, truth);
         } else {
             sock.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
                 .await?;
@@ -152,6 +175,7 @@ async fn stream(
 
     let mut truth = Truth {
         writes_ns: Vec::with_capacity(tokens as usize),
+        read_delay_ns: 0,
     };
     for i in 0..tokens {
         match pace {
@@ -161,16 +185,18 @@ async fn stream(
             }
             Pace::Saturate => tokio::task::yield_now().await,
         }
-        let finish = if i + 1 == tokens { "\"length\"" } else { "null" };
+        let finish = if i + 1 == tokens {
+            "\"length\""
+        } else {
+            "null"
+        };
         out.clear();
         frame(
             &mut out,
             &format!("{head}{{\"index\":0,\"delta\":{{\"content\":\" tok\"}},\"logprobs\":null,\"finish_reason\":{finish}}}]{tail}"),
         );
         sock.write_all(&out).await?;
-        truth
-            .writes_ns
-            .push(received.elapsed().as_nanos() as u64);
+        truth.writes_ns.push(received.elapsed().as_nanos() as u64);
     }
     out.clear();
     if usage {
@@ -194,4 +220,93 @@ fn frame(out: &mut Vec<u8>, data: &str) {
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Asks the kernel to timestamp every received segment (`SO_TIMESTAMPNS`).
+fn set_timestamps(fd: RawFd) -> io::Result<()> {
+    let on: libc::c_int = 1;
+    // SAFETY: a valid socket and an int option of the right size.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Reads what is there into `buf`; returns the byte count and, on the
+/// monotonic clock, when the last segment read had reached the socket.
+async fn read_stamped(sock: &TcpStream, buf: &mut Vec<u8>) -> io::Result<(usize, Option<Instant>)> {
+    buf.reserve(4096);
+    loop {
+        sock.readable().await?;
+        match sock.try_io(Interest::READABLE, || recv_stamped(sock.as_raw_fd(), buf)) {
+            Ok(r) => return Ok(r),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn recv_stamped(fd: RawFd, buf: &mut Vec<u8>) -> io::Result<(usize, Option<Instant>)> {
+    let spare = buf.spare_capacity_mut();
+    let mut iov = libc::iovec {
+        iov_base: spare.as_mut_ptr().cast(),
+        iov_len: spare.len(),
+    };
+    // u64s keep the control buffer aligned for cmsghdr.
+    let mut control = [0u64; 16];
+    // SAFETY: msghdr is plain data; every pointer set below outlives the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control);
+    // SAFETY: the iovec points into buf's spare capacity, of the length given.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: recvmsg initialised n bytes of the spare capacity.
+    unsafe { buf.set_len(buf.len() + n as usize) };
+    let (mono_now, real_now) = (Instant::now(), realtime());
+    let mut stamp = None;
+    // SAFETY: walking the control messages the kernel wrote into `control`.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_TIMESTAMPNS
+            {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast());
+                stamp = Some(ts);
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    // The kernel stamps on the realtime clock; its age carries over to the
+    // monotonic one (both tick at the same rate over milliseconds).
+    let arrived = stamp.map(|ts| {
+        let age = real_now.saturating_sub(nanos(ts));
+        mono_now - Duration::from_nanos(age)
+    });
+    Ok((n as usize, arrived))
+}
+
+fn nanos(ts: libc::timespec) -> u64 {
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn realtime() -> u64 {
+    // SAFETY: clock_gettime writes the timespec we hand it.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    nanos(ts)
 }
