@@ -157,6 +157,8 @@ pub struct TargetFile {
     pub labels: BTreeMap<String, String>,
     /// Workloads to measure, by name.
     pub workloads: Option<Vec<String>>,
+    /// Postpone sweeps while the server is busy.
+    pub idle_gate: Option<IdleGateFile>,
     /// See [`DefaultsFile::warmup_requests`].
     pub warmup_requests: Option<u32>,
     /// See [`DefaultsFile::levels`].
@@ -176,6 +178,22 @@ pub struct TargetFile {
     pub max_concurrency: Option<u32>,
     /// See [`DefaultsFile::max_tokens_field`].
     pub max_tokens_field: Option<MaxTokensField>,
+}
+
+/// `idle_gate:` of a target.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdleGateFile {
+    /// URL of the server's own Prometheus metrics.
+    pub metrics_url: String,
+    /// Metric measuring busyness, e.g. `vllm:num_requests_running`.
+    pub metric: String,
+    /// Sweep only while the value is at most this (default 0).
+    #[serde(default)]
+    pub max_value: f64,
+    /// Wait between two looks (default 30s).
+    #[serde(default, with = "humantime_serde")]
+    pub retry_every: Option<Duration>,
 }
 
 /// One workload as written.
@@ -387,6 +405,8 @@ pub struct Target {
     pub headroom: f64,
     /// Request field for the output limit.
     pub max_tokens_field: MaxTokensField,
+    /// Postpone sweeps while the server is busy.
+    pub idle_gate: Option<crate::idle_gate::IdleGate>,
 }
 
 impl Target {
@@ -805,6 +825,27 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
             }
         }
 
+        let idle_gate = t.idle_gate.as_ref().and_then(|g| {
+            match check_base_url(&g.metrics_url) {
+                Err(e) => bad(&k("idle_gate.metrics_url"), e),
+                Ok(_) if g.metric.trim().is_empty() => {
+                    bad(&k("idle_gate.metric"), "must not be empty".into())
+                }
+                Ok(url) => {
+                    return Some(crate::idle_gate::IdleGate {
+                        metrics_url: url,
+                        metric: g.metric.trim().to_string(),
+                        max_value: g.max_value,
+                        retry_every: g
+                            .retry_every
+                            .unwrap_or(Duration::from_secs(30))
+                            .max(Duration::from_millis(100)),
+                    })
+                }
+            }
+            None
+        });
+
         if let Some(endpoint) = endpoint {
             targets.push(Arc::new(Target {
                 name: t.name.clone(),
@@ -821,6 +862,7 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
                 slo,
                 headroom,
                 max_tokens_field,
+                idle_gate,
             }));
         }
     }

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod endpoint;
+pub mod idle_gate;
 pub mod knee;
 pub mod metrics;
 pub mod output;

@@ -211,6 +211,11 @@ async fn target_loop(
     info.push(("model".into(), target.model.clone()));
     metrics.set_target_info(&target.name, &info);
     loop {
+        if let Some(gate) = &target.idle_gate {
+            if !wait_until_idle(&env, &target, gate, &metrics, &cancel).await {
+                break;
+            }
+        }
         let report = sweep::run(&env, &target, &reachable.base_url, schedule.sweep_timeout).await;
         if cancel.is_cancelled() {
             break;
@@ -232,6 +237,35 @@ async fn target_loop(
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = cancel.cancelled() => break,
+        }
+    }
+}
+
+/// Waits while the server reports more work than the gate allows; false
+/// when cancelled meanwhile. A gate that cannot be read does not block the
+/// sweep (a server without metrics must still be measured), but says so.
+async fn wait_until_idle(
+    env: &SweepEnv,
+    target: &Target,
+    gate: &crate::idle_gate::IdleGate,
+    metrics: &Metrics,
+    cancel: &CancellationToken,
+) -> bool {
+    loop {
+        match crate::idle_gate::read(&env.client, gate).await {
+            Ok(v) if v <= gate.max_value => return true,
+            Ok(v) => {
+                metrics.sweep_postponed(&target.name);
+                tracing::info!(target_name = %target.name, metric = %gate.metric, value = v, "server busy: sweep postponed");
+            }
+            Err(e) => {
+                tracing::warn!(target_name = %target.name, error = %e, "idle gate unreadable: sweeping anyway");
+                return true;
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(gate.retry_every) => {}
+            _ = cancel.cancelled() => return false,
         }
     }
 }

@@ -371,3 +371,38 @@ fn sigterm_exits_zero_promptly() {
     }
     drop(rt);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_gate_postpones_while_the_server_is_busy() {
+    let server = start(Behavior::default()).await;
+    server
+        .seen
+        .busy
+        .store(3, std::sync::atomic::Ordering::SeqCst);
+    let targets = format!(
+        "\n  - name: gated\n    base_url: {}\n    model: m\n    idle_gate: {{ metrics_url: \"http://{}/metrics\", metric: busy_requests, max_value: 1, retry_every: 200ms }}",
+        server.base_url(),
+        server.addr
+    );
+    let d = Daemon::start(write_config(&config(&targets))).await;
+    let postponed = |t: &str| {
+        metric(t, "llmprobe_sweeps_postponed_total", &[("target", "gated")]).unwrap_or(0.0)
+    };
+    d.wait_for(WAIT, "postponements", |t| postponed(t) >= 3.0)
+        .await;
+    assert_eq!(
+        server
+            .seen
+            .requests
+            .load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "no request while busy"
+    );
+    server
+        .seen
+        .busy
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    d.wait_for(WAIT, "sweep once idle", |t| knee(t, "gated").is_some())
+        .await;
+    d.stop().await;
+}

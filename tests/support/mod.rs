@@ -53,6 +53,15 @@ pub struct Seen {
     pub max_in_flight: AtomicUsize,
     pub requests: AtomicUsize,
     pub shed: AtomicUsize,
+    /// Value served on GET /metrics as `busy_requests`, for the idle gate.
+    pub busy: AtomicUsize,
+}
+
+async fn own_metrics(State((_, seen)): State<(Behavior, Arc<Seen>)>) -> String {
+    format!(
+        "# TYPE busy_requests gauge\nbusy_requests{{engine=\"0\"}} {}\n",
+        seen.busy.load(Ordering::SeqCst)
+    )
 }
 
 /// A running test server; stops when dropped.
@@ -177,6 +186,7 @@ pub async fn start(behavior: Behavior) -> TestServer {
     let seen = Arc::new(Seen::default());
     let app = Router::new()
         .route("/v1/chat/completions", post(completions))
+        .route("/metrics", axum::routing::get(own_metrics))
         .with_state((behavior, seen.clone()));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
