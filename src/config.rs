@@ -208,6 +208,22 @@ pub struct WorkloadFile {
     pub prompts: Option<Vec<String>>,
     /// JSONL file: one `{"messages": [...]}` chat, or one plain prompt, per line.
     pub prompts_file: Option<PathBuf>,
+    /// Folder of documents, each sent after `instruction`.
+    pub prompts_dir: Option<PathBuf>,
+    /// Instruction sent before each document of `prompts_dir`.
+    pub instruction: Option<String>,
+    /// Generated prompts of a given size, for document-size tiers.
+    pub synthetic: Option<SyntheticFile>,
+}
+
+/// `synthetic:` prompts of a workload.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SyntheticFile {
+    /// About this many tokens per prompt (four characters per token).
+    pub prompt_tokens: u32,
+    /// Number of distinct prompts.
+    pub count: u32,
 }
 
 /// A pair of targets whose latency difference is a gateway's cost.
@@ -574,10 +590,50 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
                 Err(e) => bad(&format!("{key}.prompts_file"), e),
             }
         }
-        if w.prompts.is_none() && w.prompts_file.is_none() {
+        if let Some(dir) = &w.prompts_dir {
+            let full = if dir.is_relative() {
+                base_dir.join(dir)
+            } else {
+                dir.clone()
+            };
+            let instruction = w
+                .instruction
+                .as_deref()
+                .unwrap_or(prompts::DEFAULT_INSTRUCTION);
+            match prompts::load_dir(&full, instruction) {
+                Ok(p) => prompts.extend(p),
+                Err(e) => bad(&format!("{key}.prompts_dir"), e),
+            }
+        } else if w.instruction.is_some() {
+            bad(
+                &format!("{key}.instruction"),
+                "only applies to `prompts_dir`".into(),
+            );
+        }
+        if let Some(syn) = &w.synthetic {
+            if syn.prompt_tokens == 0 || syn.prompt_tokens > 1_000_000 {
+                bad(
+                    &format!("{key}.synthetic.prompt_tokens"),
+                    "must be between 1 and 1000000".into(),
+                );
+            } else if syn.count == 0 || syn.count > 1000 {
+                bad(
+                    &format!("{key}.synthetic.count"),
+                    "must be between 1 and 1000".into(),
+                );
+            } else {
+                prompts.extend(prompts::synthetic(syn.prompt_tokens, syn.count));
+            }
+        }
+        if w.prompts.is_none()
+            && w.prompts_file.is_none()
+            && w.prompts_dir.is_none()
+            && w.synthetic.is_none()
+        {
             bad(
                 &key,
-                "has no prompts: set `prompts` or `prompts_file`".into(),
+                "has no prompts: set `prompts`, `prompts_file`, `prompts_dir` or `synthetic`"
+                    .into(),
             );
         }
         let max_completion_tokens = w.max_completion_tokens.unwrap_or(256);

@@ -88,3 +88,25 @@ fn unknown_target_and_check_config() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn the_commented_example_config_is_valid() {
+    let out = Command::new(env!("CARGO_BIN_EXE_llmprobe"))
+        .args(["check-config", "--config", "config/example.yaml"])
+        .env("WORKER_API_KEY", "example-key")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("workload long-documents: 2 prompts"),
+        "{text}"
+    );
+    assert!(text.contains("workload tier-8k: 4 prompts"), "{text}");
+    assert!(!text.contains("example-key"), "the key must not be printed");
+}
