@@ -8,6 +8,7 @@ pub mod chunk;
 pub mod cli;
 pub mod client;
 pub mod config;
+pub mod discovery;
 pub mod endpoint;
 pub mod idle_gate;
 pub mod knee;

@@ -935,6 +935,7 @@ mod tests {
             error: None,
             duration_seconds: 60.0,
             finished_at_unix_seconds: 1_700_000_000.0,
+            setup: Default::default(),
             workloads,
         }
     }

@@ -56,6 +56,23 @@ pub fn table(reports: &[SweepReport]) -> String {
             "target {}  model {}  sweep {:.1}s",
             r.target, r.model, r.duration_seconds
         );
+        let st = &r.setup;
+        if !st.server.is_empty() || st.model_listed.is_some() {
+            let listed = match st.model_listed {
+                Some(true) => "model listed by the server".to_string(),
+                Some(false) => format!(
+                    "WARNING: model not among those the server lists ({})",
+                    st.models.join(", ")
+                ),
+                None => "no model list".to_string(),
+            };
+            let server = if st.server.is_empty() {
+                "unknown".to_string()
+            } else {
+                format!("{} {}", st.server, st.server_version)
+            };
+            let _ = writeln!(out, "  server: {}; {listed}", server.trim_end());
+        }
         if let Some(e) = &r.error {
             let _ = writeln!(out, "  sweep failed: {e}");
         }

@@ -103,6 +103,8 @@ pub struct SweepReport {
     pub duration_seconds: f64,
     /// Unix time at which it finished, seconds.
     pub finished_at_unix_seconds: f64,
+    /// What the server told about itself.
+    pub setup: crate::discovery::Setup,
     /// Per-workload results.
     pub workloads: Vec<WorkloadReport>,
 }

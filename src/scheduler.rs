@@ -203,13 +203,7 @@ async fn target_loop(
             return;
         }
     };
-    let mut info: Vec<(String, String)> = target
-        .labels
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    info.push(("model".into(), target.model.clone()));
-    metrics.set_target_info(&target.name, &info);
+    metrics.set_target_info(&target.name, &target_info(&target, &Default::default()));
     loop {
         if let Some(gate) = &target.idle_gate {
             if !wait_until_idle(&env, &target, gate, &metrics, &cancel).await {
@@ -221,6 +215,7 @@ async fn target_loop(
             break;
         }
         log_sweep(&report);
+        metrics.set_target_info(&target.name, &target_info(&target, &report.setup));
         metrics.publish_sweep(&report);
         {
             let mut st = statuses.write().unwrap_or_else(|e| e.into_inner());
@@ -239,6 +234,18 @@ async fn target_loop(
             _ = cancel.cancelled() => break,
         }
     }
+}
+
+/// Labels of `llmprobe_target_info`: what the server told, then the
+/// configured labels (which win: an operator may know better).
+fn target_info(target: &Target, setup: &crate::discovery::Setup) -> Vec<(String, String)> {
+    let mut info = vec![
+        ("model".to_string(), target.model.clone()),
+        ("server".to_string(), setup.server.clone()),
+        ("server_version".to_string(), setup.server_version.clone()),
+    ];
+    info.extend(target.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+    info
 }
 
 /// Waits while the server reports more work than the gate allows; false

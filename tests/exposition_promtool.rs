@@ -82,6 +82,7 @@ fn report(target: &str, model: &str, success: bool) -> SweepReport {
         error: (!success).then(|| "sweep deadline exceeded".to_string()),
         duration_seconds: 312.5,
         finished_at_unix_seconds: 1_717_000_000.25,
+        setup: Default::default(),
         workloads,
     }
 }
