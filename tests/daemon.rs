@@ -108,7 +108,11 @@ async fn metrics_families_values_and_promtool() {
         metric(
             &text,
             "llmprobe_target_info",
-            &[("target", "sim-a"), ("gpu", "sim")]
+            &[
+                ("target", "sim-a"),
+                ("gpu", "sim"),
+                ("server", "llmprobe-sim")
+            ]
         ),
         Some(1.0)
     );
