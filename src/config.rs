@@ -85,14 +85,34 @@ impl Default for ScheduleFile {
 pub struct WebFile {
     /// Whether `POST /-/reload` is served.
     pub enable_reload: bool,
+    /// Users allowed in, with bcrypt-hashed passwords (empty: no auth).
+    pub basic_auth_users: BTreeMap<String, String>,
+    /// PEM certificate chain; with `tls_key_file`, serve HTTPS.
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key.
+    pub tls_key_file: Option<PathBuf>,
 }
 
 impl Default for WebFile {
     fn default() -> Self {
         WebFile {
             enable_reload: true,
+            basic_auth_users: BTreeMap::new(),
+            tls_cert_file: None,
+            tls_key_file: None,
         }
     }
+}
+
+/// Resolved `web:` section.
+#[derive(Debug, Clone)]
+pub struct Web {
+    /// Whether `POST /-/reload` is served.
+    pub enable_reload: bool,
+    /// Basic auth (disabled when no user is configured).
+    pub auth: crate::web::BasicAuth,
+    /// TLS server configuration, when HTTPS is on.
+    pub tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
 }
 
 /// Latency and failure limits that decide whether a level is acceptable.
@@ -353,8 +373,8 @@ pub struct Config {
     pub targets: Vec<Arc<Target>>,
     /// Gateway pairs.
     pub gateway_pairs: Vec<GatewayPair>,
-    /// Whether `POST /-/reload` is served.
-    pub enable_reload: bool,
+    /// Exposure of the HTTP endpoints.
+    pub web: Web,
 }
 
 /// Resolved `schedule:`.
@@ -940,6 +960,35 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
         });
     }
 
+    let auth = crate::web::BasicAuth::new(file.web.basic_auth_users.clone()).unwrap_or_else(|e| {
+        bad("web.basic_auth_users", e);
+        Default::default()
+    });
+    let rel = |p: &PathBuf| {
+        if p.is_relative() {
+            base_dir.join(p)
+        } else {
+            p.clone()
+        }
+    };
+    let tls = match (&file.web.tls_cert_file, &file.web.tls_key_file) {
+        (None, None) => None,
+        (Some(cert), Some(key)) => match crate::web::load_tls(&rel(cert), &rel(key)) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                bad("web.tls_cert_file", e);
+                None
+            }
+        },
+        _ => {
+            bad(
+                "web",
+                "set both `tls_cert_file` and `tls_key_file`, or neither".into(),
+            );
+            None
+        }
+    };
+
     if problems.is_empty() {
         Ok(Config {
             path: path.to_path_buf(),
@@ -947,7 +996,11 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
             schedule,
             targets,
             gateway_pairs,
-            enable_reload: file.web.enable_reload,
+            web: Web {
+                enable_reload: file.web.enable_reload,
+                auth,
+                tls,
+            },
         })
     } else {
         Err(ConfigError { problems })

@@ -27,6 +27,7 @@ pub mod sim;
 pub mod sse;
 pub mod stats;
 pub mod sweep;
+pub mod web;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -76,7 +77,7 @@ pub async fn run(
         metrics: metrics.clone(),
         ready: ready.clone(),
         control: control_tx,
-        allow_reload: config.enable_reload,
+        allow_reload: config.web.enable_reload,
         targets: Arc::new(move || {
             status_view
                 .read()
@@ -91,12 +92,26 @@ pub async fn run(
                 .collect()
         }),
     };
-    let app = server::router(state);
+    let auth = config.web.auth.clone();
+    let app = server::router(state).layer(axum::middleware::from_fn(move |req, next| {
+        web::require_auth(auth.clone(), req, next)
+    }));
     let server_stop = shutdown.clone();
+    let tls = config.web.tls.clone();
     let http = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move { server_stop.cancelled().await })
-            .await
+        let stopped = async move { server_stop.cancelled().await };
+        match tls {
+            Some(tls) => {
+                axum::serve(web::TlsListener::new(listener, tls), app)
+                    .with_graceful_shutdown(stopped)
+                    .await
+            }
+            None => {
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(stopped)
+                    .await
+            }
+        }
     });
 
     let mut scheduler = Scheduler::new(metrics.clone(), client, statuses);
@@ -239,7 +254,25 @@ pub fn explain(config: &Config) -> String {
         out,
         "listen: {} (reload endpoint {})",
         config.listen,
-        if config.enable_reload { "on" } else { "off" }
+        if config.web.enable_reload {
+            "on"
+        } else {
+            "off"
+        }
+    );
+    let _ = writeln!(
+        out,
+        "web: {}, {}",
+        if config.web.tls.is_some() {
+            "HTTPS"
+        } else {
+            "plain HTTP"
+        },
+        if config.web.auth.enabled() {
+            "basic auth required (except /healthz, /readyz)"
+        } else {
+            "no authentication"
+        }
     );
     let _ = writeln!(
         out,
