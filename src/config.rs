@@ -410,8 +410,9 @@ pub enum Endpoint {
     Simulator(crate::sim::SimParams),
 }
 
-/// A fully resolved target.
-#[derive(Debug, Clone)]
+/// A fully resolved target. Equality covers every setting, the key
+/// included: a reload restarts a target whose settings differ.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Target {
     /// Unique name.
     pub name: String,
@@ -443,16 +444,6 @@ pub struct Target {
     pub max_tokens_field: MaxTokensField,
     /// Postpone sweeps while the server is busy.
     pub idle_gate: Option<crate::idle_gate::IdleGate>,
-}
-
-impl Target {
-    /// Settings that change what is measured; a reload restarts a target whose
-    /// settings differ.
-    pub fn same_settings(&self, other: &Target) -> bool {
-        format!("{self:?}") == format!("{other:?}")
-            && self.api_key.as_ref().map(Secret::expose)
-                == other.api_key.as_ref().map(Secret::expose)
-    }
 }
 
 /// A fully resolved workload.

@@ -100,7 +100,7 @@ impl Scheduler {
             let keep = !schedule_changed
                 && wanted
                     .get(name.as_str())
-                    .is_some_and(|t| t.same_settings(&self.running[&name].target));
+                    .is_some_and(|t| **t == self.running[&name].target);
             if !keep {
                 if let Some(r) = self.running.remove(&name) {
                     r.cancel.cancel();
