@@ -215,6 +215,11 @@ impl SimConfig {
             Some(n) => p.max_in_flight = n,
             None => {}
         }
+        // The stub has no model time, so a model profile's capacity does not
+        // apply to it: it sheds only when told to.
+        if p.engine == Engine::Stub && self.max_in_flight.is_none() {
+            p.max_in_flight = u32::MAX;
+        }
         match self.kv_cache_tokens {
             Some(0) => p.kv_cache_tokens = None,
             Some(n) => p.kv_cache_tokens = Some(n),
@@ -437,6 +442,17 @@ mod tests {
     }
 
     #[test]
+    fn stub_sheds_only_when_told() {
+        let stub = |max_in_flight| SimConfig {
+            engine: Some(Engine::Stub),
+            max_in_flight,
+            ..SimConfig::default()
+        };
+        assert_eq!(stub(None).resolve().unwrap().max_in_flight, u32::MAX);
+        assert_eq!(stub(Some(5)).resolve().unwrap().max_in_flight, 5);
+    }
+
+    #[test]
     fn yaml_form_parses_durations_and_rejects_unknown_keys() {
         let config: SimConfig =
             serde_json::from_str(r#"{"profile":"tiny","step_base":"20ms","engine":"stub"}"#)
@@ -446,6 +462,20 @@ mod tests {
         let empty: SimConfig = serde_json::from_str("{}").unwrap();
         assert_eq!(empty, SimConfig::default());
         assert!(serde_json::from_str::<SimConfig>(r#"{"max_bach":4}"#).is_err());
+    }
+
+    #[test]
+    fn loads_through_the_config_crate() {
+        let yaml = "profile: tiny\nstep_base: 20ms\nfail_ratio: 1\nmax_batch: 3\nengine: model\n";
+        let loaded: SimConfig = config::Config::builder()
+            .add_source(config::File::from_str(yaml, config::FileFormat::Yaml))
+            .build()
+            .unwrap()
+            .try_deserialize()
+            .unwrap();
+        let p = loaded.resolve().unwrap();
+        assert_eq!(p.step_base, Duration::from_millis(20));
+        assert_eq!((p.fail_ratio, p.max_batch), (1.0, 3));
     }
 
     #[derive(clap::Parser)]
