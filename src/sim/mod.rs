@@ -117,19 +117,23 @@
 //! `tiny` queues above 4 and sheds above 8: a sweep over 1, 2, 4, 8, 16 with 32
 //! output tokens takes a few seconds and shows its knee at 8.
 
+mod args;
 mod chunks;
 mod config;
 mod faults;
 mod http;
 mod model;
 mod params;
+mod profiles;
 mod request;
 mod scheduler;
 mod stub;
 mod text;
 
-pub use config::{profiles, SimArgs, SimConfig, DEFAULT_PROFILE};
+pub use args::SimArgs;
+pub use config::SimConfig;
 pub use params::{Engine, SimParams};
+pub use profiles::{profiles, DEFAULT_PROFILE};
 pub use text::count_tokens;
 
 use axum::serve::ListenerExt;
