@@ -111,7 +111,7 @@
 //! | `large-gpu` (70B fp8, 80 GB) | 32 ms | 0.4 ms | 6,000 | 64 | 40,960 | 96 | 32768 | 256 | 30.9 tok/s | 17.4 / 1111 tok/s |
 //! | `stub` | 0 | 0 | - | no limit | none | no limit | 32768 | 16 | instant | instant |
 //!
-//! `small-gpu`'s cache holds 45 sequences of a short chat (about 20 + 256
+//! `small-gpu`'s cache holds 44 sequences of a short chat (about 20 + 256
 //! tokens), so `max_batch` is its limit; with 2,000-token documents only 5 fit
 //! and throughput stops growing at 5, as when a model barely fits in memory.
 //! `tiny` queues above 4 and sheds above 8: a sweep over 1, 2, 4, 8, 16 with 32
