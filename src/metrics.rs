@@ -907,6 +907,7 @@ mod tests {
             prompt_tokens: 300,
             wall_seconds: 10.0,
             token_source: "usage",
+            tokens_per_content_chunk: None,
             streams_without_finish_reason: 0,
             within_slo: true,
         }

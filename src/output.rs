@@ -138,6 +138,17 @@ pub fn table(reports: &[SweepReport]) -> String {
                 };
                 let _ = writeln!(out, "  output tokens counted from: {src}");
             }
+            let per_chunk = w
+                .levels
+                .iter()
+                .filter_map(|l| l.tokens_per_content_chunk)
+                .fold(0.0, f64::max);
+            if per_chunk > 1.05 {
+                let _ = writeln!(
+                    out,
+                    "  note: chunks carry up to {per_chunk:.1} tokens each; inter-token latency is measured per chunk"
+                );
+            }
             let cut: u64 = w
                 .levels
                 .iter()

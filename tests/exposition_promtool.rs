@@ -54,6 +54,7 @@ fn level(concurrency: u32, prompt_scale: f64) -> LevelSummary {
         prompt_tokens: ok * 40,
         wall_seconds: 12.5,
         token_source: "usage",
+        tokens_per_content_chunk: None,
         streams_without_finish_reason: 0,
         within_slo: concurrency < 8,
     }
