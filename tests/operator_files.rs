@@ -91,10 +91,26 @@ fn promtool_check_config() {
     // alerts.yml next to it, the scrape job); check it as Prometheus would
     // load it, from a copy laid out like /etc/prometheus.
     let dir = TempDir::new("promconfig");
-    std::fs::copy(repo().join("prometheus/scrape.yml"), dir.path().join("prometheus.yml")).unwrap();
-    std::fs::copy(repo().join("prometheus/alerts.yml"), dir.path().join("alerts.yml")).unwrap();
+    std::fs::copy(
+        repo().join("prometheus/scrape.yml"),
+        dir.path().join("prometheus.yml"),
+    )
+    .unwrap();
+    std::fs::copy(
+        repo().join("prometheus/alerts.yml"),
+        dir.path().join("alerts.yml"),
+    )
+    .unwrap();
     let config = dir.path().join("prometheus.yml");
-    let out = run_required(&promtool(), [OsStr::new("check"), OsStr::new("config"), config.as_os_str()], PROMTOOL_HINT);
+    let out = run_required(
+        &promtool(),
+        [
+            OsStr::new("check"),
+            OsStr::new("config"),
+            config.as_os_str(),
+        ],
+        PROMTOOL_HINT,
+    );
     assert_success("promtool check config (scrape.yml)", &out);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -103,7 +119,12 @@ fn promtool_check_config() {
     );
 
     let scrape = read("prometheus/scrape.yml");
-    for needle in ["job_name: llmprobe", "\"127.0.0.1:9775\"", "scrape_interval: 30s", "rule_files:"] {
+    for needle in [
+        "job_name: llmprobe",
+        "\"127.0.0.1:9775\"",
+        "scrape_interval: 30s",
+        "rule_files:",
+    ] {
         assert!(scrape.contains(needle), "scrape.yml lacks `{needle}`");
     }
 }
@@ -120,7 +141,10 @@ fn alert_names() -> Vec<String> {
 #[test]
 fn every_alert_has_firing_and_silent_unit_tests() {
     let alerts = alert_names();
-    assert!(alerts.len() >= 8, "expected the full llmprobe alert set, found {alerts:?}");
+    assert!(
+        alerts.len() >= 8,
+        "expected the full llmprobe alert set, found {alerts:?}"
+    );
 
     // Walk alerts_test.yml: each `alertname: X` is followed by its
     // `exp_alerts:` which is either `[]` (must stay silent) or a list.
@@ -142,11 +166,20 @@ fn every_alert_has_firing_and_silent_unit_tests() {
         }
     }
     for a in &alerts {
-        assert!(fires.contains(a), "alerts_test.yml has no case where {a} fires");
-        assert!(silent.contains(a), "alerts_test.yml has no case where {a} stays silent");
+        assert!(
+            fires.contains(a),
+            "alerts_test.yml has no case where {a} fires"
+        );
+        assert!(
+            silent.contains(a),
+            "alerts_test.yml has no case where {a} stays silent"
+        );
     }
     for a in fires.iter().chain(silent.iter()) {
-        assert!(alerts.contains(a), "alerts_test.yml tests unknown alert {a}");
+        assert!(
+            alerts.contains(a),
+            "alerts_test.yml tests unknown alert {a}"
+        );
     }
 }
 
@@ -182,7 +215,9 @@ fn systemd_analyze() -> Option<&'static str> {
             None
         }
         Err(e) => {
-            eprintln!("SKIPPED: systemd-analyze not available ({e}); install Debian's `systemd` package");
+            eprintln!(
+                "SKIPPED: systemd-analyze not available ({e}); install Debian's `systemd` package"
+            );
             None
         }
     }
@@ -209,7 +244,10 @@ fn systemd_unit_has_the_required_settings() {
         "SystemCallFilter=@system-service",
         "MemoryDenyWriteExecute=yes",
     ] {
-        assert!(lines.contains(wanted), "systemd/llmprobe.service lacks `{wanted}`");
+        assert!(
+            lines.contains(wanted),
+            "systemd/llmprobe.service lacks `{wanted}`"
+        );
     }
     assert!(
         unit.contains("api_key_file: ${CREDENTIALS_DIRECTORY}/worker-api-key"),
@@ -219,7 +257,9 @@ fn systemd_unit_has_the_required_settings() {
 
 #[test]
 fn systemd_analyze_verify() {
-    let Some(tool) = systemd_analyze() else { return };
+    let Some(tool) = systemd_analyze() else {
+        return;
+    };
     // verify needs ExecStart's binary to exist: point it at the one cargo built.
     let bin = env!("CARGO_BIN_EXE_llmprobe");
     let unit = read("systemd/llmprobe.service");
@@ -235,16 +275,30 @@ fn systemd_analyze_verify() {
     assert_success("systemd-analyze verify", &out);
     // verify reports problems it tolerates (unknown keys, bad values) on
     // stderr with exit status 0: none may concern our unit.
-    let complaints: Vec<&str> = stderr.lines().filter(|l| l.contains("llmprobe.service")).collect();
-    assert!(complaints.is_empty(), "systemd-analyze verify complains:\n{}", complaints.join("\n"));
+    let complaints: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("llmprobe.service"))
+        .collect();
+    assert!(
+        complaints.is_empty(),
+        "systemd-analyze verify complains:\n{}",
+        complaints.join("\n")
+    );
 }
 
 #[test]
 fn systemd_analyze_security_exposure_at_most_2() {
-    let Some(tool) = systemd_analyze() else { return };
+    let Some(tool) = systemd_analyze() else {
+        return;
+    };
     let out = run_required(
         tool,
-        ["security", "--offline=true", "--no-pager", "systemd/llmprobe.service"],
+        [
+            "security",
+            "--offline=true",
+            "--no-pager",
+            "systemd/llmprobe.service",
+        ],
         "",
     );
     assert_success("systemd-analyze security --offline=true", &out);
@@ -312,7 +366,8 @@ fn llmprobe_metrics_in(expr: &str) -> Vec<String> {
     let mut i = 0;
     while let Some(pos) = expr[i..].find("llmprobe_") {
         let start = i + pos;
-        let boundary = start == 0 || !(bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_');
+        let boundary =
+            start == 0 || !(bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_');
         let mut end = start;
         while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
             end += 1;
@@ -340,14 +395,26 @@ fn panels(dashboard: &serde_json::Value) -> Vec<&serde_json::Value> {
 fn dashboards_are_importable_and_use_known_metrics() {
     let mut uids = BTreeSet::new();
     for rel in DASHBOARDS {
-        let d: serde_json::Value = serde_json::from_str(&read(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        let d: serde_json::Value =
+            serde_json::from_str(&read(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
         let uid = d["uid"].as_str().unwrap_or_else(|| panic!("{rel}: no uid"));
         assert!(uids.insert(uid.to_string()), "{rel}: duplicate uid {uid}");
-        assert!(d["title"].as_str().is_some_and(|t| !t.is_empty()), "{rel}: no title");
-        assert!(d["schemaVersion"].as_u64().is_some_and(|v| v >= 39), "{rel}: schemaVersion < 39");
-        assert!(d["id"].is_null(), "{rel}: `id` must be null so that the dashboard imports anywhere");
+        assert!(
+            d["title"].as_str().is_some_and(|t| !t.is_empty()),
+            "{rel}: no title"
+        );
+        assert!(
+            d["schemaVersion"].as_u64().is_some_and(|v| v >= 39),
+            "{rel}: schemaVersion < 39"
+        );
+        assert!(
+            d["id"].is_null(),
+            "{rel}: `id` must be null so that the dashboard imports anywhere"
+        );
 
-        let vars = d["templating"]["list"].as_array().unwrap_or_else(|| panic!("{rel}: no templating"));
+        let vars = d["templating"]["list"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{rel}: no templating"));
         let var = |name: &str| vars.iter().find(|v| v["name"] == name);
         let ds = var("datasource").unwrap_or_else(|| panic!("{rel}: no datasource variable"));
         assert_eq!(ds["type"], "datasource", "{rel}");
@@ -356,28 +423,50 @@ fn dashboards_are_importable_and_use_known_metrics() {
             let v = var(name).unwrap_or_else(|| panic!("{rel}: no `{name}` variable"));
             assert_eq!(v["type"], "query", "{rel}: {name}");
             assert_eq!(v["datasource"]["uid"], "${datasource}", "{rel}: {name}");
-            let q = v["query"]["query"].as_str().or(v["query"].as_str()).unwrap_or("");
+            let q = v["query"]["query"]
+                .as_str()
+                .or(v["query"].as_str())
+                .unwrap_or("");
             assert!(q.starts_with("label_values("), "{rel}: {name} query {q}");
         }
 
         let text = read(rel);
-        assert!(!text.contains("\"uid\": \"prometheus\""), "{rel}: hard-coded datasource uid");
+        assert!(
+            !text.contains("\"uid\": \"prometheus\""),
+            "{rel}: hard-coded datasource uid"
+        );
 
         let mut ids = BTreeSet::new();
         for p in panels(&d) {
             let title = p["title"].as_str().unwrap_or("?");
-            assert!(ids.insert(p["id"].as_u64().expect("panel id")), "{rel}: duplicate panel id ({title})");
+            assert!(
+                ids.insert(p["id"].as_u64().expect("panel id")),
+                "{rel}: duplicate panel id ({title})"
+            );
             if p["type"] == "row" {
                 continue;
             }
-            assert_eq!(p["datasource"]["uid"], "${datasource}", "{rel}: panel {title}");
-            let targets = p["targets"].as_array().unwrap_or_else(|| panic!("{rel}: {title}: no targets"));
+            assert_eq!(
+                p["datasource"]["uid"], "${datasource}",
+                "{rel}: panel {title}"
+            );
+            let targets = p["targets"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{rel}: {title}: no targets"));
             assert!(!targets.is_empty(), "{rel}: {title}: no queries");
             for t in targets {
-                assert_eq!(t["datasource"]["uid"], "${datasource}", "{rel}: panel {title}");
-                let expr = t["expr"].as_str().unwrap_or_else(|| panic!("{rel}: {title}: no expr"));
+                assert_eq!(
+                    t["datasource"]["uid"], "${datasource}",
+                    "{rel}: panel {title}"
+                );
+                let expr = t["expr"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{rel}: {title}: no expr"));
                 for m in llmprobe_metrics_in(expr) {
-                    assert!(KNOWN_METRICS.contains(&m.as_str()), "{rel}: {title}: unknown metric {m} in {expr}");
+                    assert!(
+                        KNOWN_METRICS.contains(&m.as_str()),
+                        "{rel}: {title}: unknown metric {m} in {expr}"
+                    );
                 }
             }
         }
