@@ -210,6 +210,7 @@ async fn target_loop(
         .collect();
     info.push(("model".into(), target.model.clone()));
     metrics.set_target_info(&target.name, &info);
+    metrics.target_started(&target.name);
     loop {
         if let Some(gate) = &target.idle_gate {
             if !wait_until_idle(&env, &target, gate, &metrics, &cancel).await {
