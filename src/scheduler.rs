@@ -204,6 +204,7 @@ async fn target_loop(
         }
     };
     metrics.set_target_info(&target.name, &target_info(&target, &Default::default()));
+    metrics.target_started(&target.name);
     loop {
         if let Some(gate) = &target.idle_gate {
             if !wait_until_idle(&env, &target, gate, &metrics, &cancel).await {
