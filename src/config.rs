@@ -256,6 +256,12 @@ pub struct GatewayPairFile {
     pub direct: String,
     /// Target reaching the same stub engine through the gateway.
     pub through: String,
+    /// Requests in flight on each side during one batch (default 1).
+    pub concurrency: Option<u32>,
+    /// Counted requests per side (default 40).
+    pub requests: Option<u32>,
+    /// Workload sent to both sides (default: the direct target's first workload).
+    pub workload: Option<String>,
 }
 
 /// A fraction written as `10%` or `0.1`.
@@ -468,6 +474,12 @@ pub struct GatewayPair {
     pub direct: String,
     /// Through-the-gateway target name.
     pub through: String,
+    /// Requests in flight on each side during one batch.
+    pub concurrency: u32,
+    /// Counted requests per side.
+    pub requests: u32,
+    /// Workload sent to both sides.
+    pub workload: Arc<Workload>,
 }
 
 /// Every problem found in a configuration, each naming file and key.
@@ -934,22 +946,7 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
         }
     }
 
-    let mut gateway_pairs = Vec::new();
-    for (i, p) in file.gateway_pairs.iter().enumerate() {
-        for (field, name) in [("direct", &p.direct), ("through", &p.through)] {
-            if !file.targets.iter().any(|t| &t.name == name) {
-                bad(
-                    &format!("gateway_pairs[{i}].{field}"),
-                    format!("target `{name}` is not defined"),
-                );
-            }
-        }
-        gateway_pairs.push(GatewayPair {
-            name: p.name.clone(),
-            direct: p.direct.clone(),
-            through: p.through.clone(),
-        });
-    }
+    let gateway_pairs = resolve_gateway_pairs(&file, &targets, &workloads, &mut bad);
 
     let auth = crate::web::BasicAuth::new(file.web.basic_auth_users.clone()).unwrap_or_else(|e| {
         bad("web.basic_auth_users", e);
@@ -996,6 +993,86 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
     } else {
         Err(ConfigError { problems })
     }
+}
+
+/// Validates `gateway_pairs` against the targets and workloads already
+/// resolved (a target whose own problems kept it out is only named once).
+fn resolve_gateway_pairs(
+    file: &FileConfig,
+    targets: &[Arc<Target>],
+    workloads: &BTreeMap<String, Arc<Workload>>,
+    bad: &mut dyn FnMut(&str, String),
+) -> Vec<GatewayPair> {
+    let mut pairs = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, p) in file.gateway_pairs.iter().enumerate() {
+        let key = if p.name.is_empty() {
+            format!("gateway_pairs[{i}]")
+        } else {
+            format!("gateway_pairs[{i}] ({})", p.name)
+        };
+        let k = |field: &str| format!("{key}.{field}");
+        let mut ok = true;
+        if p.name.trim().is_empty() {
+            bad(&k("name"), "must not be empty".into());
+            ok = false;
+        } else if !seen.insert(p.name.clone()) {
+            bad(&k("name"), format!("duplicate pair name `{}`", p.name));
+            ok = false;
+        }
+        for (field, name) in [("direct", &p.direct), ("through", &p.through)] {
+            if !file.targets.iter().any(|t| &t.name == name) {
+                bad(&k(field), format!("target `{name}` is not defined"));
+                ok = false;
+            }
+        }
+        if p.direct == p.through {
+            bad(
+                &k("through"),
+                format!(
+                    "must differ from `direct` (both are `{}`): the pair compares two paths to the stub engine",
+                    p.through
+                ),
+            );
+            ok = false;
+        }
+        let concurrency = p.concurrency.unwrap_or(1);
+        if concurrency == 0 {
+            bad(&k("concurrency"), "must be at least 1".into());
+            ok = false;
+        }
+        let requests = p.requests.unwrap_or(40);
+        if requests == 0 {
+            bad(&k("requests"), "must be at least 1".into());
+            ok = false;
+        }
+        let direct = targets.iter().find(|t| t.name == p.direct);
+        let workload = match &p.workload {
+            Some(w) => match workloads.get(w) {
+                Some(w) => Some(w.clone()),
+                None => {
+                    bad(
+                        &k("workload"),
+                        format!("workload `{w}` is not defined under `workloads`"),
+                    );
+                    None
+                }
+            },
+            // An invalid direct target was reported already; its workloads are unknown.
+            None => direct.and_then(|t| t.workloads.first().cloned()),
+        };
+        if let (true, Some(workload)) = (ok, workload) {
+            pairs.push(GatewayPair {
+                name: p.name.clone(),
+                direct: p.direct.clone(),
+                through: p.through.clone(),
+                concurrency,
+                requests,
+                workload,
+            });
+        }
+    }
+    pairs
 }
 
 fn check_base_url(url: &str) -> Result<String, String> {
@@ -1185,6 +1262,56 @@ targets:
             e.ends_with(
                 "defaults.requests_per_level: expected `Nx` (N times the concurrency) or a count"
             ),
+            "{e}"
+        );
+    }
+
+    const PAIRS: &str = r#"
+  - name: gw
+    base_url: http://127.0.0.1:8001/v1
+    model: m
+gateway_pairs:
+"#;
+
+    #[test]
+    fn gateway_pair_defaults_and_overrides() {
+        let y = format!(
+            "{GOOD}{PAIRS}  - {{ name: a, direct: w1, through: gw }}\n  - {{ name: b, direct: w1, through: gw, concurrency: 4, requests: 100, workload: chat }}\n"
+        );
+        let c = load_str(&y, &[("KEY", "k")]).unwrap();
+        let a = &c.gateway_pairs[0];
+        assert_eq!((a.concurrency, a.requests), (1, 40));
+        assert_eq!(
+            a.workload.name, "chat",
+            "the direct target's first workload"
+        );
+        let b = &c.gateway_pairs[1];
+        assert_eq!((b.concurrency, b.requests), (4, 100));
+    }
+
+    #[test]
+    fn gateway_pair_problems_are_named() {
+        let y = format!(
+            "{GOOD}{PAIRS}  - {{ name: a, direct: w1, through: w1, concurrency: 0 }}\n  - {{ name: a, direct: nope, through: gw, requests: 0, workload: none }}\n"
+        );
+        let e = problems(&y, &[("KEY", "k")]);
+        for want in [
+            "llmprobe.yaml: gateway_pairs[0] (a).through: must differ from `direct` (both are `w1`)",
+            "llmprobe.yaml: gateway_pairs[0] (a).concurrency: must be at least 1",
+            "llmprobe.yaml: gateway_pairs[1] (a).name: duplicate pair name `a`",
+            "llmprobe.yaml: gateway_pairs[1] (a).direct: target `nope` is not defined",
+            "llmprobe.yaml: gateway_pairs[1] (a).requests: must be at least 1",
+            "llmprobe.yaml: gateway_pairs[1] (a).workload: workload `none` is not defined under `workloads`",
+        ] {
+            assert!(e.contains(want), "missing `{want}` in:\n{e}");
+        }
+        assert_eq!(e.lines().count(), 6, "{e}");
+        let e = problems(
+            &format!("{GOOD}{PAIRS}  - {{ name: a, direct: w1, through: gw, conc: 2 }}\n"),
+            &[("KEY", "k")],
+        );
+        assert!(
+            e.contains("gateway_pairs[0].conc: unknown field `conc`"),
             "{e}"
         );
     }

@@ -10,6 +10,7 @@ pub mod client;
 pub mod config;
 pub mod discovery;
 pub mod endpoint;
+pub mod gateway;
 pub mod idle_gate;
 pub mod knee;
 pub mod metrics;
@@ -318,8 +319,8 @@ pub fn explain(config: &Config) -> String {
     for p in &config.gateway_pairs {
         let _ = writeln!(
             out,
-            "gateway pair {}: {} (direct) vs {} (through)",
-            p.name, p.direct, p.through
+            "gateway pair {}: {} (direct) vs {} (through), interleaved, {} requests per side at concurrency {}, workload {}",
+            p.name, p.direct, p.through, p.requests, p.concurrency, p.workload.name
         );
     }
     out

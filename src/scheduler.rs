@@ -48,6 +48,8 @@ pub struct Scheduler {
     env: Option<SweepEnv>,
     running: BTreeMap<String, Running>,
     root: CancellationToken,
+    /// One loop per gateway pair (see `gateway`).
+    pairs: crate::gateway::PairLoops,
 }
 
 /// Feeds every measured request into the running totals.
@@ -74,6 +76,7 @@ impl Scheduler {
             env: None,
             running: BTreeMap::new(),
             root: CancellationToken::new(),
+            pairs: Default::default(),
         }
     }
 
@@ -118,6 +121,14 @@ impl Scheduler {
         let (Some(env), Some(schedule)) = (self.env.clone(), self.schedule.clone()) else {
             return;
         };
+        self.pairs.apply(
+            config,
+            &env,
+            &schedule,
+            schedule_changed,
+            &self.root,
+            &self.metrics,
+        );
         let new: Vec<&Arc<Target>> = config
             .targets
             .iter()
@@ -157,7 +168,9 @@ impl Scheduler {
     /// `grace` for them to end.
     pub async fn shutdown(self, grace: Duration) {
         self.root.cancel();
-        let handles: Vec<JoinHandle<()>> = self.running.into_values().map(|r| r.handle).collect();
+        let mut handles: Vec<JoinHandle<()>> =
+            self.running.into_values().map(|r| r.handle).collect();
+        handles.extend(self.pairs.into_handles());
         let all = futures_util::future::join_all(handles);
         if tokio::time::timeout(grace, all).await.is_err() {
             tracing::warn!("some sweeps did not stop within {grace:?}");
