@@ -455,7 +455,7 @@ impl PairLoops {
             let keep = !restart_all
                 && wanted.get(name.as_str()).is_some_and(|(p, d, t)| {
                     let r = &self.running[&name];
-                    **p == r.pair && d.same_settings(&r.direct) && t.same_settings(&r.through)
+                    **p == r.pair && ***d == *r.direct && ***t == *r.through
                 });
             if !keep {
                 let Some(r) = self.running.remove(&name) else {
