@@ -24,6 +24,16 @@ pub enum SendError {
     Other(String),
 }
 
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SendError::Connect(e) => write!(f, "cannot connect: {e}"),
+            SendError::Timeout => f.write_str("timed out"),
+            SendError::Other(e) => f.write_str(e),
+        }
+    }
+}
+
 /// A response whose body has not been read yet.
 #[derive(Debug)]
 pub struct Response {

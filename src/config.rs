@@ -85,14 +85,34 @@ impl Default for ScheduleFile {
 pub struct WebFile {
     /// Whether `POST /-/reload` is served.
     pub enable_reload: bool,
+    /// Users allowed in, with bcrypt-hashed passwords (empty: no auth).
+    pub basic_auth_users: BTreeMap<String, String>,
+    /// PEM certificate chain; with `tls_key_file`, serve HTTPS.
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key.
+    pub tls_key_file: Option<PathBuf>,
 }
 
 impl Default for WebFile {
     fn default() -> Self {
         WebFile {
             enable_reload: true,
+            basic_auth_users: BTreeMap::new(),
+            tls_cert_file: None,
+            tls_key_file: None,
         }
     }
+}
+
+/// Resolved `web:` section.
+#[derive(Debug, Clone)]
+pub struct Web {
+    /// Whether `POST /-/reload` is served.
+    pub enable_reload: bool,
+    /// Basic auth (disabled when no user is configured).
+    pub auth: crate::web::BasicAuth,
+    /// TLS server configuration, when HTTPS is on.
+    pub tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
 }
 
 /// Latency and failure limits that decide whether a level is acceptable.
@@ -157,6 +177,8 @@ pub struct TargetFile {
     pub labels: BTreeMap<String, String>,
     /// Workloads to measure, by name.
     pub workloads: Option<Vec<String>>,
+    /// Postpone sweeps while the server is busy.
+    pub idle_gate: Option<IdleGateFile>,
     /// See [`DefaultsFile::warmup_requests`].
     pub warmup_requests: Option<u32>,
     /// See [`DefaultsFile::levels`].
@@ -178,6 +200,22 @@ pub struct TargetFile {
     pub max_tokens_field: Option<MaxTokensField>,
 }
 
+/// `idle_gate:` of a target.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdleGateFile {
+    /// URL of the server's own Prometheus metrics.
+    pub metrics_url: String,
+    /// Metric measuring busyness, e.g. `vllm:num_requests_running`.
+    pub metric: String,
+    /// Sweep only while the value is at most this (default 0).
+    #[serde(default)]
+    pub max_value: f64,
+    /// Wait between two looks (default 30s).
+    #[serde(default, with = "humantime_serde")]
+    pub retry_every: Option<Duration>,
+}
+
 /// One workload as written.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -190,6 +228,22 @@ pub struct WorkloadFile {
     pub prompts: Option<Vec<String>>,
     /// JSONL file: one `{"messages": [...]}` chat, or one plain prompt, per line.
     pub prompts_file: Option<PathBuf>,
+    /// Folder of documents, each sent after `instruction`.
+    pub prompts_dir: Option<PathBuf>,
+    /// Instruction sent before each document of `prompts_dir`.
+    pub instruction: Option<String>,
+    /// Generated prompts of a given size, for document-size tiers.
+    pub synthetic: Option<SyntheticFile>,
+}
+
+/// `synthetic:` prompts of a workload.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SyntheticFile {
+    /// About this many tokens per prompt (four characters per token).
+    pub prompt_tokens: u32,
+    /// Number of distinct prompts.
+    pub count: u32,
 }
 
 /// A pair of targets whose latency difference is a gateway's cost.
@@ -202,6 +256,12 @@ pub struct GatewayPairFile {
     pub direct: String,
     /// Target reaching the same stub engine through the gateway.
     pub through: String,
+    /// Requests in flight on each side during one batch (default 1).
+    pub concurrency: Option<u32>,
+    /// Counted requests per side (default 40).
+    pub requests: Option<u32>,
+    /// Workload sent to both sides (default: the direct target's first workload).
+    pub workload: Option<String>,
 }
 
 /// A fraction written as `10%` or `0.1`.
@@ -319,8 +379,8 @@ pub struct Config {
     pub targets: Vec<Arc<Target>>,
     /// Gateway pairs.
     pub gateway_pairs: Vec<GatewayPair>,
-    /// Whether `POST /-/reload` is served.
-    pub enable_reload: bool,
+    /// Exposure of the HTTP endpoints.
+    pub web: Web,
 }
 
 /// Resolved `schedule:`.
@@ -356,8 +416,9 @@ pub enum Endpoint {
     Simulator(crate::sim::SimParams),
 }
 
-/// A fully resolved target.
-#[derive(Debug, Clone)]
+/// A fully resolved target. Equality covers every setting, the key
+/// included: a reload restarts a target whose settings differ.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Target {
     /// Unique name.
     pub name: String,
@@ -387,16 +448,8 @@ pub struct Target {
     pub headroom: f64,
     /// Request field for the output limit.
     pub max_tokens_field: MaxTokensField,
-}
-
-impl Target {
-    /// Settings that change what is measured; a reload restarts a target whose
-    /// settings differ.
-    pub fn same_settings(&self, other: &Target) -> bool {
-        format!("{self:?}") == format!("{other:?}")
-            && self.api_key.as_ref().map(Secret::expose)
-                == other.api_key.as_ref().map(Secret::expose)
-    }
+    /// Postpone sweeps while the server is busy.
+    pub idle_gate: Option<crate::idle_gate::IdleGate>,
 }
 
 /// A fully resolved workload.
@@ -421,6 +474,12 @@ pub struct GatewayPair {
     pub direct: String,
     /// Through-the-gateway target name.
     pub through: String,
+    /// Requests in flight on each side during one batch.
+    pub concurrency: u32,
+    /// Counted requests per side.
+    pub requests: u32,
+    /// Workload sent to both sides.
+    pub workload: Arc<Workload>,
 }
 
 /// Every problem found in a configuration, each naming file and key.
@@ -554,10 +613,50 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
                 Err(e) => bad(&format!("{key}.prompts_file"), e),
             }
         }
-        if w.prompts.is_none() && w.prompts_file.is_none() {
+        if let Some(dir) = &w.prompts_dir {
+            let full = if dir.is_relative() {
+                base_dir.join(dir)
+            } else {
+                dir.clone()
+            };
+            let instruction = w
+                .instruction
+                .as_deref()
+                .unwrap_or(prompts::DEFAULT_INSTRUCTION);
+            match prompts::load_dir(&full, instruction) {
+                Ok(p) => prompts.extend(p),
+                Err(e) => bad(&format!("{key}.prompts_dir"), e),
+            }
+        } else if w.instruction.is_some() {
+            bad(
+                &format!("{key}.instruction"),
+                "only applies to `prompts_dir`".into(),
+            );
+        }
+        if let Some(syn) = &w.synthetic {
+            if syn.prompt_tokens == 0 || syn.prompt_tokens > 1_000_000 {
+                bad(
+                    &format!("{key}.synthetic.prompt_tokens"),
+                    "must be between 1 and 1000000".into(),
+                );
+            } else if syn.count == 0 || syn.count > 1000 {
+                bad(
+                    &format!("{key}.synthetic.count"),
+                    "must be between 1 and 1000".into(),
+                );
+            } else {
+                prompts.extend(prompts::synthetic(syn.prompt_tokens, syn.count));
+            }
+        }
+        if w.prompts.is_none()
+            && w.prompts_file.is_none()
+            && w.prompts_dir.is_none()
+            && w.synthetic.is_none()
+        {
             bad(
                 &key,
-                "has no prompts: set `prompts` or `prompts_file`".into(),
+                "has no prompts: set `prompts`, `prompts_file`, `prompts_dir` or `synthetic`"
+                    .into(),
             );
         }
         let max_completion_tokens = w.max_completion_tokens.unwrap_or(256);
@@ -805,6 +904,27 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
             }
         }
 
+        let idle_gate = t.idle_gate.as_ref().and_then(|g| {
+            match check_base_url(&g.metrics_url) {
+                Err(e) => bad(&k("idle_gate.metrics_url"), e),
+                Ok(_) if g.metric.trim().is_empty() => {
+                    bad(&k("idle_gate.metric"), "must not be empty".into())
+                }
+                Ok(url) => {
+                    return Some(crate::idle_gate::IdleGate {
+                        metrics_url: url,
+                        metric: g.metric.trim().to_string(),
+                        max_value: g.max_value,
+                        retry_every: g
+                            .retry_every
+                            .unwrap_or(Duration::from_secs(30))
+                            .max(Duration::from_millis(100)),
+                    })
+                }
+            }
+            None
+        });
+
         if let Some(endpoint) = endpoint {
             targets.push(Arc::new(Target {
                 name: t.name.clone(),
@@ -821,26 +941,41 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
                 slo,
                 headroom,
                 max_tokens_field,
+                idle_gate,
             }));
         }
     }
 
-    let mut gateway_pairs = Vec::new();
-    for (i, p) in file.gateway_pairs.iter().enumerate() {
-        for (field, name) in [("direct", &p.direct), ("through", &p.through)] {
-            if !file.targets.iter().any(|t| &t.name == name) {
-                bad(
-                    &format!("gateway_pairs[{i}].{field}"),
-                    format!("target `{name}` is not defined"),
-                );
-            }
+    let gateway_pairs = resolve_gateway_pairs(&file, &targets, &workloads, &mut bad);
+
+    let auth = crate::web::BasicAuth::new(file.web.basic_auth_users.clone()).unwrap_or_else(|e| {
+        bad("web.basic_auth_users", e);
+        Default::default()
+    });
+    let rel = |p: &PathBuf| {
+        if p.is_relative() {
+            base_dir.join(p)
+        } else {
+            p.clone()
         }
-        gateway_pairs.push(GatewayPair {
-            name: p.name.clone(),
-            direct: p.direct.clone(),
-            through: p.through.clone(),
-        });
-    }
+    };
+    let tls = match (&file.web.tls_cert_file, &file.web.tls_key_file) {
+        (None, None) => None,
+        (Some(cert), Some(key)) => match crate::web::load_tls(&rel(cert), &rel(key)) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                bad("web.tls_cert_file", e);
+                None
+            }
+        },
+        _ => {
+            bad(
+                "web",
+                "set both `tls_cert_file` and `tls_key_file`, or neither".into(),
+            );
+            None
+        }
+    };
 
     if problems.is_empty() {
         Ok(Config {
@@ -849,11 +984,95 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
             schedule,
             targets,
             gateway_pairs,
-            enable_reload: file.web.enable_reload,
+            web: Web {
+                enable_reload: file.web.enable_reload,
+                auth,
+                tls,
+            },
         })
     } else {
         Err(ConfigError { problems })
     }
+}
+
+/// Validates `gateway_pairs` against the targets and workloads already
+/// resolved (a target whose own problems kept it out is only named once).
+fn resolve_gateway_pairs(
+    file: &FileConfig,
+    targets: &[Arc<Target>],
+    workloads: &BTreeMap<String, Arc<Workload>>,
+    bad: &mut dyn FnMut(&str, String),
+) -> Vec<GatewayPair> {
+    let mut pairs = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, p) in file.gateway_pairs.iter().enumerate() {
+        let key = if p.name.is_empty() {
+            format!("gateway_pairs[{i}]")
+        } else {
+            format!("gateway_pairs[{i}] ({})", p.name)
+        };
+        let k = |field: &str| format!("{key}.{field}");
+        let mut ok = true;
+        if p.name.trim().is_empty() {
+            bad(&k("name"), "must not be empty".into());
+            ok = false;
+        } else if !seen.insert(p.name.clone()) {
+            bad(&k("name"), format!("duplicate pair name `{}`", p.name));
+            ok = false;
+        }
+        for (field, name) in [("direct", &p.direct), ("through", &p.through)] {
+            if !file.targets.iter().any(|t| &t.name == name) {
+                bad(&k(field), format!("target `{name}` is not defined"));
+                ok = false;
+            }
+        }
+        if p.direct == p.through {
+            bad(
+                &k("through"),
+                format!(
+                    "must differ from `direct` (both are `{}`): the pair compares two paths to the stub engine",
+                    p.through
+                ),
+            );
+            ok = false;
+        }
+        let concurrency = p.concurrency.unwrap_or(1);
+        if concurrency == 0 {
+            bad(&k("concurrency"), "must be at least 1".into());
+            ok = false;
+        }
+        let requests = p.requests.unwrap_or(40);
+        if requests == 0 {
+            bad(&k("requests"), "must be at least 1".into());
+            ok = false;
+        }
+        let direct = targets.iter().find(|t| t.name == p.direct);
+        let workload = match &p.workload {
+            Some(w) => match workloads.get(w) {
+                Some(w) => Some(w.clone()),
+                None => {
+                    bad(
+                        &k("workload"),
+                        format!("workload `{w}` is not defined under `workloads`"),
+                    );
+                    None
+                }
+            },
+            // An invalid direct target was reported already; its workloads are unknown.
+            None => direct.and_then(|t| t.workloads.first().cloned()),
+        };
+        if let (true, Some(workload)) = (ok, workload) {
+            pairs.push(GatewayPair {
+                name: p.name.clone(),
+                direct: p.direct.clone(),
+                through: p.through.clone(),
+                concurrency,
+                requests,
+                workload,
+            });
+        }
+    }
+    pairs
 }
 
 fn check_base_url(url: &str) -> Result<String, String> {
@@ -1043,6 +1262,56 @@ targets:
             e.ends_with(
                 "defaults.requests_per_level: expected `Nx` (N times the concurrency) or a count"
             ),
+            "{e}"
+        );
+    }
+
+    const PAIRS: &str = r#"
+  - name: gw
+    base_url: http://127.0.0.1:8001/v1
+    model: m
+gateway_pairs:
+"#;
+
+    #[test]
+    fn gateway_pair_defaults_and_overrides() {
+        let y = format!(
+            "{GOOD}{PAIRS}  - {{ name: a, direct: w1, through: gw }}\n  - {{ name: b, direct: w1, through: gw, concurrency: 4, requests: 100, workload: chat }}\n"
+        );
+        let c = load_str(&y, &[("KEY", "k")]).unwrap();
+        let a = &c.gateway_pairs[0];
+        assert_eq!((a.concurrency, a.requests), (1, 40));
+        assert_eq!(
+            a.workload.name, "chat",
+            "the direct target's first workload"
+        );
+        let b = &c.gateway_pairs[1];
+        assert_eq!((b.concurrency, b.requests), (4, 100));
+    }
+
+    #[test]
+    fn gateway_pair_problems_are_named() {
+        let y = format!(
+            "{GOOD}{PAIRS}  - {{ name: a, direct: w1, through: w1, concurrency: 0 }}\n  - {{ name: a, direct: nope, through: gw, requests: 0, workload: none }}\n"
+        );
+        let e = problems(&y, &[("KEY", "k")]);
+        for want in [
+            "llmprobe.yaml: gateway_pairs[0] (a).through: must differ from `direct` (both are `w1`)",
+            "llmprobe.yaml: gateway_pairs[0] (a).concurrency: must be at least 1",
+            "llmprobe.yaml: gateway_pairs[1] (a).name: duplicate pair name `a`",
+            "llmprobe.yaml: gateway_pairs[1] (a).direct: target `nope` is not defined",
+            "llmprobe.yaml: gateway_pairs[1] (a).requests: must be at least 1",
+            "llmprobe.yaml: gateway_pairs[1] (a).workload: workload `none` is not defined under `workloads`",
+        ] {
+            assert!(e.contains(want), "missing `{want}` in:\n{e}");
+        }
+        assert_eq!(e.lines().count(), 6, "{e}");
+        let e = problems(
+            &format!("{GOOD}{PAIRS}  - {{ name: a, direct: w1, through: gw, conc: 2 }}\n"),
+            &[("KEY", "k")],
+        );
+        assert!(
+            e.contains("gateway_pairs[0].conc: unknown field `conc`"),
             "{e}"
         );
     }

@@ -60,6 +60,7 @@ mod tests {
             prompt_tokens: 0,
             wall_seconds: 1.0,
             token_source: "usage",
+            tokens_per_content_chunk: None,
             streams_without_finish_reason: 0,
             within_slo,
         }

@@ -8,7 +8,10 @@ pub mod chunk;
 pub mod cli;
 pub mod client;
 pub mod config;
+pub mod discovery;
 pub mod endpoint;
+pub mod gateway;
+pub mod idle_gate;
 pub mod knee;
 pub mod metrics;
 pub mod output;
@@ -25,6 +28,7 @@ pub mod sim;
 pub mod sse;
 pub mod stats;
 pub mod sweep;
+pub mod web;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -74,7 +78,7 @@ pub async fn run(
         metrics: metrics.clone(),
         ready: ready.clone(),
         control: control_tx,
-        allow_reload: config.enable_reload,
+        allow_reload: config.web.enable_reload,
         targets: Arc::new(move || {
             status_view
                 .read()
@@ -89,12 +93,26 @@ pub async fn run(
                 .collect()
         }),
     };
-    let app = server::router(state);
+    let auth = config.web.auth.clone();
+    let app = server::router(state).layer(axum::middleware::from_fn(move |req, next| {
+        web::require_auth(auth.clone(), req, next)
+    }));
     let server_stop = shutdown.clone();
+    let tls = config.web.tls.clone();
     let http = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move { server_stop.cancelled().await })
-            .await
+        let stopped = async move { server_stop.cancelled().await };
+        match tls {
+            Some(tls) => {
+                axum::serve(web::TlsListener::new(listener, tls), app)
+                    .with_graceful_shutdown(stopped)
+                    .await
+            }
+            None => {
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(stopped)
+                    .await
+            }
+        }
     });
 
     let mut scheduler = Scheduler::new(metrics.clone(), client, statuses);
@@ -237,7 +255,25 @@ pub fn explain(config: &Config) -> String {
         out,
         "listen: {} (reload endpoint {})",
         config.listen,
-        if config.enable_reload { "on" } else { "off" }
+        if config.web.enable_reload {
+            "on"
+        } else {
+            "off"
+        }
+    );
+    let _ = writeln!(
+        out,
+        "web: {}, {}",
+        if config.web.tls.is_some() {
+            "HTTPS"
+        } else {
+            "plain HTTP"
+        },
+        if config.web.auth.enabled() {
+            "basic auth required (except /healthz, /readyz)"
+        } else {
+            "no authentication"
+        }
     );
     let _ = writeln!(
         out,
@@ -283,8 +319,8 @@ pub fn explain(config: &Config) -> String {
     for p in &config.gateway_pairs {
         let _ = writeln!(
             out,
-            "gateway pair {}: {} (direct) vs {} (through)",
-            p.name, p.direct, p.through
+            "gateway pair {}: {} (direct) vs {} (through), interleaved, {} requests per side at concurrency {}, workload {}",
+            p.name, p.direct, p.through, p.requests, p.concurrency, p.workload.name
         );
     }
     out

@@ -72,11 +72,16 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let reports =
                 llmprobe::sweep_once(&config, &targets, llmprobe::progress_wanted()).await?;
+            let pairs =
+                llmprobe::gateway::measure_once(&config, &targets, llmprobe::progress_wanted())
+                    .await?;
             match format {
-                Format::Table => print!("{}", output::table(&reports)),
-                Format::Json => println!("{}", output::json(&reports)),
+                Format::Table => {
+                    print!("{}{}", output::table(&reports), output::pairs_table(&pairs))
+                }
+                Format::Json => println!("{}", output::json_with_pairs(&reports, &pairs)),
             }
-            let all_ok = reports.iter().all(|r| r.success);
+            let all_ok = reports.iter().all(|r| r.success) && pairs.iter().all(|p| p.success);
             Ok(if all_ok {
                 ExitCode::SUCCESS
             } else {

@@ -520,6 +520,20 @@ impl Metrics {
         }
     }
 
+    /// Creates, at zero, the per-target sweep counters of a target whose
+    /// task starts, so that `increase()` counts its first sweep (and first
+    /// postponement) and dashboards show 0 rather than no data.
+    pub fn target_started(&self, target: &str) {
+        for result in ["ok", "failed"] {
+            let _ = self
+                .sweeps_total
+                .get_metric_with_label_values(&[target, result]);
+        }
+        let _ = self
+            .sweeps_postponed
+            .get_metric_with_label_values(&[target]);
+    }
+
     /// Records that a sweep of `target` was postponed by the idle gate.
     pub fn sweep_postponed(&self, target: &str) {
         if let Ok(c) = self
@@ -907,6 +921,7 @@ mod tests {
             prompt_tokens: 300,
             wall_seconds: 10.0,
             token_source: "usage",
+            tokens_per_content_chunk: None,
             streams_without_finish_reason: 0,
             within_slo: true,
         }
@@ -935,6 +950,7 @@ mod tests {
             error: None,
             duration_seconds: 60.0,
             finished_at_unix_seconds: 1_700_000_000.0,
+            setup: Default::default(),
             workloads,
         }
     }
@@ -1591,6 +1607,28 @@ mod tests {
         );
         #[cfg(target_os = "linux")]
         assert!(text.contains("process_resident_memory_bytes"));
+    }
+
+    #[test]
+    fn sweep_counters_start_at_zero_with_the_target() {
+        let m = metrics();
+        m.target_started("w1");
+        let text = m.encode();
+        for (name, labels) in [
+            (
+                "llmprobe_sweeps_total",
+                &[("target", "w1"), ("result", "ok")][..],
+            ),
+            (
+                "llmprobe_sweeps_total",
+                &[("target", "w1"), ("result", "failed")][..],
+            ),
+            ("llmprobe_sweeps_postponed_total", &[("target", "w1")][..]),
+        ] {
+            assert_eq!(get(&text, name, labels), Some(0.0), "{name} {labels:?}");
+        }
+        m.forget_target("w1");
+        assert!(!m.encode().contains("target=\"w1\""));
     }
 
     #[test]

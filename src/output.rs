@@ -4,6 +4,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
+use crate::gateway::PairReport;
 use crate::report::{LevelSummary, SweepReport};
 
 /// Version of the JSON document's shape; bumped on incompatible changes.
@@ -14,14 +15,22 @@ struct Document<'a> {
     format_version: u32,
     llmprobe_version: &'static str,
     targets: &'a [SweepReport],
+    // Added without a version bump: readers of version 1 ignore unknown keys.
+    gateway_pairs: &'a [PairReport],
 }
 
 /// The reports as one stable JSON document (documented in the README).
 pub fn json(reports: &[SweepReport]) -> String {
+    json_with_pairs(reports, &[])
+}
+
+/// The reports and the gateway pairs' measurements as one JSON document.
+pub fn json_with_pairs(reports: &[SweepReport], pairs: &[PairReport]) -> String {
     let doc = Document {
         format_version: JSON_FORMAT_VERSION,
         llmprobe_version: env!("CARGO_PKG_VERSION"),
         targets: reports,
+        gateway_pairs: pairs,
     };
     serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
@@ -56,6 +65,23 @@ pub fn table(reports: &[SweepReport]) -> String {
             "target {}  model {}  sweep {:.1}s",
             r.target, r.model, r.duration_seconds
         );
+        let st = &r.setup;
+        if !st.server.is_empty() || st.model_listed.is_some() {
+            let listed = match st.model_listed {
+                Some(true) => "model listed by the server".to_string(),
+                Some(false) => format!(
+                    "WARNING: model not among those the server lists ({})",
+                    st.models.join(", ")
+                ),
+                None => "no model list".to_string(),
+            };
+            let server = if st.server.is_empty() {
+                "unknown".to_string()
+            } else {
+                format!("{} {}", st.server, st.server_version)
+            };
+            let _ = writeln!(out, "  server: {}; {listed}", server.trim_end());
+        }
         if let Some(e) = &r.error {
             let _ = writeln!(out, "  sweep failed: {e}");
         }
@@ -121,6 +147,17 @@ pub fn table(reports: &[SweepReport]) -> String {
                 };
                 let _ = writeln!(out, "  output tokens counted from: {src}");
             }
+            let per_chunk = w
+                .levels
+                .iter()
+                .filter_map(|l| l.tokens_per_content_chunk)
+                .fold(0.0, f64::max);
+            if per_chunk > 1.05 {
+                let _ = writeln!(
+                    out,
+                    "  note: chunks carry up to {per_chunk:.1} tokens each; inter-token latency is measured per chunk"
+                );
+            }
             let cut: u64 = w
                 .levels
                 .iter()
@@ -147,5 +184,76 @@ pub fn table(reports: &[SweepReport]) -> String {
         }
         out.push('\n');
     }
+    out
+}
+
+/// Milliseconds with microsecond resolution: gateway overheads are small.
+fn millis(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{:.3}ms", v * 1000.0))
+}
+
+/// The gateway pairs' measurements as one table (empty when there are none).
+pub fn pairs_table(pairs: &[PairReport]) -> String {
+    let mut out = String::new();
+    if pairs.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "gateway overhead (through minus direct, interleaved on a stub engine)"
+    );
+    let _ = writeln!(
+        out,
+        "  {:<16} {:<7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7}",
+        "pair",
+        "",
+        "direct p50",
+        "direct p95",
+        "thru p50",
+        "thru p95",
+        "ovh p50",
+        "ovh p95",
+        "samples"
+    );
+    for p in pairs {
+        let rows = [
+            (
+                "latency",
+                &p.direct.latency_seconds,
+                &p.through.latency_seconds,
+                &p.latency_overhead_seconds,
+            ),
+            (
+                "ttft",
+                &p.direct.ttft_seconds,
+                &p.through.ttft_seconds,
+                &p.ttft_overhead_seconds,
+            ),
+        ];
+        for (i, (quantity, d, t, o)) in rows.into_iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "  {:<16} {:<7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7}",
+                if i == 0 { p.pair.as_str() } else { "" },
+                quantity,
+                millis(d.p50),
+                millis(d.p95),
+                millis(t.p50),
+                millis(t.p95),
+                millis(o.p50),
+                millis(o.p95),
+                o.count
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  {:<16} {} vs {}, workload {}, concurrency {}, {:.1}s",
+            "", p.direct.target, p.through.target, p.workload, p.concurrency, p.duration_seconds
+        );
+        if let Some(e) = &p.error {
+            let _ = writeln!(out, "  {:<16} measurement failed: {e}", "");
+        }
+    }
+    out.push('\n');
     out
 }

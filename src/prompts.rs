@@ -73,6 +73,82 @@ pub fn parse_jsonl(text: &str) -> Result<Vec<Prompt>, String> {
     Ok(prompts)
 }
 
+/// The instruction sent with each document of a `prompts_dir` by default.
+pub const DEFAULT_INSTRUCTION: &str = "Summarise this document.";
+
+/// Reads a folder of documents (sorted by file name, hidden files skipped):
+/// each becomes one prompt, the instruction followed by the document.
+pub fn load_dir(dir: &Path, instruction: &str) -> Result<Vec<Prompt>, String> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| format!("cannot read folder `{}`: {e}", dir.display()))?;
+    let mut files: Vec<_> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.is_file()
+                && !p
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
+        .collect();
+    files.sort();
+    let mut prompts = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f)
+            .map_err(|e| format!("cannot read `{}`: {e}", f.display()))?;
+        if text.trim().is_empty() {
+            return Err(format!("`{}` is empty", f.display()));
+        }
+        prompts.push(Prompt::user(&format!("{instruction}\n\n{}", text.trim())));
+    }
+    if prompts.is_empty() {
+        return Err(format!("folder `{}` holds no documents", dir.display()));
+    }
+    Ok(prompts)
+}
+
+const WORDS: [&str; 16] = [
+    "capacity",
+    "server",
+    "latency",
+    "token",
+    "request",
+    "batch",
+    "memory",
+    "gateway",
+    "model",
+    "stream",
+    "queue",
+    "worker",
+    "prompt",
+    "throughput",
+    "cache",
+    "engine",
+];
+
+/// `count` deterministic prompts of about `prompt_tokens` tokens each (about
+/// four characters per token). Each starts differently, so that a server's
+/// prefix cache cannot serve one from another.
+pub fn synthetic(prompt_tokens: u32, count: u32) -> Vec<Prompt> {
+    let target_chars = prompt_tokens as usize * 4;
+    (0..count)
+        .map(|i| {
+            let mut text = format!("Document {i}. Summarise it in three sentences.\n");
+            let mut state = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            while text.len() < target_chars {
+                // xorshift: cheap, deterministic, no dependency.
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                text.push_str(WORDS[(state % WORDS.len() as u64) as usize]);
+                text.push(' ');
+            }
+            text.truncate(target_chars.max(1));
+            Prompt::user(&text)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,6 +163,45 @@ mod tests {
         assert_eq!(p[0].messages[1]["content"], "hi");
         assert_eq!(p[1], Prompt::user("quoted"));
         assert_eq!(p[2], Prompt::user("plain words"));
+    }
+
+    #[test]
+    fn synthetic_prompts_are_deterministic_sized_and_distinct() {
+        let a = synthetic(1000, 3);
+        assert_eq!(a, synthetic(1000, 3));
+        assert_eq!(a.len(), 3);
+        for p in &a {
+            assert_eq!(p.messages[0]["content"].as_str().unwrap().len(), 4000);
+        }
+        assert_ne!(a[0], a[1]);
+        assert!(a[1].messages[0]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("Document 1."));
+    }
+
+    #[test]
+    fn documents_from_a_folder() {
+        let dir = std::env::temp_dir().join(format!(
+            "llmprobe-docs-{}-{}",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("b.txt"), "second doc").unwrap();
+        std::fs::write(dir.join("a.txt"), "first doc\n").unwrap();
+        std::fs::write(dir.join(".hidden"), "x").unwrap();
+        let p = load_dir(&dir, "Summarise:").unwrap();
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[0], Prompt::user("Summarise:\n\nfirst doc"));
+        std::fs::write(dir.join("c.txt"), "  ").unwrap();
+        assert!(load_dir(&dir, "x")
+            .unwrap_err()
+            .ends_with("c.txt` is empty"));
+        std::fs::remove_dir_all(&dir).ok();
+        assert!(load_dir(&dir, "x")
+            .unwrap_err()
+            .starts_with("cannot read folder"));
     }
 
     #[test]

@@ -54,6 +54,9 @@ pub struct LevelSummary {
     pub wall_seconds: f64,
     /// How output tokens were counted: "usage", "chunks" or "mixed".
     pub token_source: &'static str,
+    /// Output tokens per content chunk, where usage was reported (above 1:
+    /// chunks carry several tokens and inter-token latency is per chunk).
+    pub tokens_per_content_chunk: Option<f64>,
     /// Completed streams that ended without a `finish_reason`.
     pub streams_without_finish_reason: u64,
     /// Whether the level stayed within the SLO.
@@ -103,6 +106,8 @@ pub struct SweepReport {
     pub duration_seconds: f64,
     /// Unix time at which it finished, seconds.
     pub finished_at_unix_seconds: f64,
+    /// What the server told about itself.
+    pub setup: crate::discovery::Setup,
     /// Per-workload results.
     pub workloads: Vec<WorkloadReport>,
 }

@@ -48,6 +48,8 @@ pub struct Scheduler {
     env: Option<SweepEnv>,
     running: BTreeMap<String, Running>,
     root: CancellationToken,
+    /// One loop per gateway pair (see `gateway`).
+    pairs: crate::gateway::PairLoops,
 }
 
 /// Feeds every measured request into the running totals.
@@ -74,6 +76,7 @@ impl Scheduler {
             env: None,
             running: BTreeMap::new(),
             root: CancellationToken::new(),
+            pairs: Default::default(),
         }
     }
 
@@ -100,7 +103,7 @@ impl Scheduler {
             let keep = !schedule_changed
                 && wanted
                     .get(name.as_str())
-                    .is_some_and(|t| t.same_settings(&self.running[&name].target));
+                    .is_some_and(|t| **t == self.running[&name].target);
             if !keep {
                 if let Some(r) = self.running.remove(&name) {
                     r.cancel.cancel();
@@ -118,6 +121,14 @@ impl Scheduler {
         let (Some(env), Some(schedule)) = (self.env.clone(), self.schedule.clone()) else {
             return;
         };
+        self.pairs.apply(
+            config,
+            &env,
+            &schedule,
+            schedule_changed,
+            &self.root,
+            &self.metrics,
+        );
         let new: Vec<&Arc<Target>> = config
             .targets
             .iter()
@@ -157,7 +168,9 @@ impl Scheduler {
     /// `grace` for them to end.
     pub async fn shutdown(self, grace: Duration) {
         self.root.cancel();
-        let handles: Vec<JoinHandle<()>> = self.running.into_values().map(|r| r.handle).collect();
+        let mut handles: Vec<JoinHandle<()>> =
+            self.running.into_values().map(|r| r.handle).collect();
+        handles.extend(self.pairs.into_handles());
         let all = futures_util::future::join_all(handles);
         if tokio::time::timeout(grace, all).await.is_err() {
             tracing::warn!("some sweeps did not stop within {grace:?}");
@@ -203,19 +216,20 @@ async fn target_loop(
             return;
         }
     };
-    let mut info: Vec<(String, String)> = target
-        .labels
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    info.push(("model".into(), target.model.clone()));
-    metrics.set_target_info(&target.name, &info);
+    metrics.set_target_info(&target.name, &target_info(&target, &Default::default()));
+    metrics.target_started(&target.name);
     loop {
+        if let Some(gate) = &target.idle_gate {
+            if !wait_until_idle(&env, &target, gate, &metrics, &cancel).await {
+                break;
+            }
+        }
         let report = sweep::run(&env, &target, &reachable.base_url, schedule.sweep_timeout).await;
         if cancel.is_cancelled() {
             break;
         }
         log_sweep(&report);
+        metrics.set_target_info(&target.name, &target_info(&target, &report.setup));
         metrics.publish_sweep(&report);
         {
             let mut st = statuses.write().unwrap_or_else(|e| e.into_inner());
@@ -232,6 +246,47 @@ async fn target_loop(
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = cancel.cancelled() => break,
+        }
+    }
+}
+
+/// Labels of `llmprobe_target_info`: what the server told, then the
+/// configured labels (which win: an operator may know better).
+fn target_info(target: &Target, setup: &crate::discovery::Setup) -> Vec<(String, String)> {
+    let mut info = vec![
+        ("model".to_string(), target.model.clone()),
+        ("server".to_string(), setup.server.clone()),
+        ("server_version".to_string(), setup.server_version.clone()),
+    ];
+    info.extend(target.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+    info
+}
+
+/// Waits while the server reports more work than the gate allows; false
+/// when cancelled meanwhile. A gate that cannot be read does not block the
+/// sweep (a server without metrics must still be measured), but says so.
+async fn wait_until_idle(
+    env: &SweepEnv,
+    target: &Target,
+    gate: &crate::idle_gate::IdleGate,
+    metrics: &Metrics,
+    cancel: &CancellationToken,
+) -> bool {
+    loop {
+        match crate::idle_gate::read(&env.client, gate).await {
+            Ok(v) if v <= gate.max_value => return true,
+            Ok(v) => {
+                metrics.sweep_postponed(&target.name);
+                tracing::info!(target_name = %target.name, metric = %gate.metric, value = v, "server busy: sweep postponed");
+            }
+            Err(e) => {
+                tracing::warn!(target_name = %target.name, error = %e, "idle gate unreadable: sweeping anyway");
+                return true;
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(gate.retry_every) => {}
+            _ = cancel.cancelled() => return false,
         }
     }
 }

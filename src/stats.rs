@@ -94,6 +94,14 @@ pub fn summarize_level(
         (0, _) => "chunks",
         _ => "mixed",
     };
+    let (usage_tokens, usage_chunks) = ok
+        .iter()
+        .filter(|s| s.token_source == TokenSource::Usage)
+        .fold((0u64, 0u64), |(t, c), s| {
+            (t + s.output_tokens, c + s.content_chunks)
+        });
+    let tokens_per_content_chunk =
+        (usage_chunks > 0).then(|| usage_tokens as f64 / usage_chunks as f64);
     let latency = percentiles(&mut latency);
     let shed_ratio = ratio(shed);
     let error_ratio = ratio(failed);
@@ -116,6 +124,7 @@ pub fn summarize_level(
         prompt_tokens,
         wall_seconds,
         token_source,
+        tokens_per_content_chunk,
         streams_without_finish_reason: ok.iter().filter(|s| !s.finish_reason_seen).count() as u64,
         within_slo,
     }
@@ -163,6 +172,7 @@ mod tests {
         s.latency = Some(Duration::from_millis(latency_ms));
         s.output_tokens = tokens;
         s.token_source = TokenSource::Usage;
+        s.content_chunks = tokens / 2;
         s.finish_reason_seen = true;
         s.inter_token = vec![Duration::from_millis(10); tokens.saturating_sub(1) as usize];
         s
@@ -196,6 +206,8 @@ mod tests {
         close(l.ttft_seconds.p50.unwrap(), 0.15);
         assert_eq!(l.inter_token_latency_seconds.count, 300);
         assert_eq!(l.token_source, "usage");
+        // 302 tokens in 50 + 100 chunks
+        close(l.tokens_per_content_chunk.unwrap(), 302.0 / 150.0);
         assert!(!l.within_slo, "a third shed is over 5%");
     }
 

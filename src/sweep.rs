@@ -63,6 +63,21 @@ pub async fn run(
     time_limit: Duration,
 ) -> SweepReport {
     let started = Instant::now();
+    let setup = crate::discovery::discover(
+        &env.client,
+        base_url,
+        target.api_key.as_ref(),
+        &target.model,
+    )
+    .await;
+    if setup.model_listed == Some(false) {
+        tracing::warn!(
+            target_name = %target.name,
+            model = %target.model,
+            served = %setup.models.join(","),
+            "the configured model is not among the models the server lists"
+        );
+    }
     let mut workloads = Vec::new();
     let cancel = env.cancel.child_token();
     let work = async {
@@ -94,6 +109,7 @@ pub async fn run(
         finished_at_unix_seconds: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64()),
+        setup,
         workloads,
     }
 }

@@ -54,6 +54,7 @@ fn level(concurrency: u32, prompt_scale: f64) -> LevelSummary {
         prompt_tokens: ok * 40,
         wall_seconds: 12.5,
         token_source: "usage",
+        tokens_per_content_chunk: None,
         streams_without_finish_reason: 0,
         within_slo: concurrency < 8,
     }
@@ -82,6 +83,7 @@ fn report(target: &str, model: &str, success: bool) -> SweepReport {
         error: (!success).then(|| "sweep deadline exceeded".to_string()),
         duration_seconds: 312.5,
         finished_at_unix_seconds: 1_717_000_000.25,
+        setup: Default::default(),
         workloads,
     }
 }

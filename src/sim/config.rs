@@ -1,106 +1,15 @@
-//! The two ways to describe a simulated server (YAML `simulator:` block and
-//! `llmprobe simulate` flags), the named profiles, and their resolution into
-//! [`SimParams`].
+//! The YAML form of a simulated server (`simulator:` in a target) and its
+//! resolution into [`SimParams`]: a profile, then overrides, then checks.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::params::{Engine, SimParams};
-
-/// The profile used when none is named.
-pub const DEFAULT_PROFILE: &str = "small-gpu";
+use super::profiles::{profile, profiles, DEFAULT_PROFILE};
 
 /// Longest step duration accepted; beyond it a value is surely a typo.
 const MAX_STEP: Duration = Duration::from_secs(3600);
 /// Largest context window accepted (keeps every token count far from overflow).
 const MAX_MODEL_LEN: u64 = 10_000_000;
-
-/// Names and one-line descriptions of the built-in profiles.
-pub fn profiles() -> &'static [(&'static str, &'static str)] {
-    &[
-        (
-            "tiny",
-            "fast toy server for tests and the default config: 4 sequences per batch, sheds above 8 in flight",
-        ),
-        (
-            "small-gpu",
-            "7B model on a 24 GB GPU: ~43 tok/s single stream, flattens at 16 sequences, sheds above 32",
-        ),
-        (
-            "large-gpu",
-            "70B model (fp8) on an 80 GB GPU: ~31 tok/s single stream, 64 sequences, memory-bound on long prompts",
-        ),
-        (
-            "stub",
-            "no model time: answers at once, to measure the HTTP path and gateway overhead",
-        ),
-    ]
-}
-
-/// The parameters of a named profile.
-fn profile(name: &str) -> Option<SimParams> {
-    let ms = Duration::from_millis;
-    let us = Duration::from_micros;
-    let base = SimParams {
-        engine: Engine::Model,
-        model_name: "llmprobe-sim".to_string(),
-        prefill_tokens_per_second: 4000.0,
-        step_base: ms(22),
-        step_per_sequence: us(1500),
-        max_batch: 16,
-        max_in_flight: 32,
-        kv_cache_tokens: Some(12_288),
-        max_model_len: 8192,
-        default_max_tokens: 256,
-        seed: 0,
-        fail_ratio: 0.0,
-        fail_status: 500,
-        reset_ratio: 0.0,
-    };
-    let params = match name {
-        "tiny" => SimParams {
-            model_name: "sim-tiny".to_string(),
-            prefill_tokens_per_second: 50_000.0,
-            step_base: ms(4),
-            step_per_sequence: us(500),
-            max_batch: 4,
-            max_in_flight: 8,
-            kv_cache_tokens: None,
-            max_model_len: 4096,
-            default_max_tokens: 32,
-            ..base
-        },
-        "small-gpu" => SimParams {
-            model_name: "sim-7b".to_string(),
-            ..base
-        },
-        "large-gpu" => SimParams {
-            model_name: "sim-70b".to_string(),
-            step_base: ms(32),
-            step_per_sequence: us(400),
-            max_batch: 64,
-            max_in_flight: 96,
-            prefill_tokens_per_second: 6000.0,
-            kv_cache_tokens: Some(40_960),
-            max_model_len: 32_768,
-            ..base
-        },
-        "stub" => SimParams {
-            engine: Engine::Stub,
-            model_name: "sim-stub".to_string(),
-            step_base: Duration::ZERO,
-            step_per_sequence: Duration::ZERO,
-            max_batch: u32::MAX,
-            max_in_flight: u32::MAX,
-            kv_cache_tokens: None,
-            max_model_len: 32_768,
-            default_max_tokens: 16,
-            ..base
-        },
-        _ => return None,
-    };
-    Some(params)
-}
 
 /// The YAML form, used as `simulator:` inside a target of the llmprobe config.
 /// Every field but `profile` overrides the profile's value when set.
@@ -215,6 +124,11 @@ impl SimConfig {
             Some(n) => p.max_in_flight = n,
             None => {}
         }
+        // The stub has no model time, so a model profile's capacity does not
+        // apply to it: it sheds only when told to.
+        if p.engine == Engine::Stub && self.max_in_flight.is_none() {
+            p.max_in_flight = u32::MAX;
+        }
         match self.kv_cache_tokens {
             Some(0) => p.kv_cache_tokens = None,
             Some(n) => p.kv_cache_tokens = Some(n),
@@ -289,88 +203,9 @@ fn check(p: &SimParams) -> Vec<String> {
     problems
 }
 
-/// The CLI form: `llmprobe simulate --listen ADDR --profile NAME ...`, with the
-/// same overrides as the YAML form.
-#[derive(Debug, Clone, clap::Args)]
-pub struct SimArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:8000")]
-    pub listen: SocketAddr,
-    /// Profile to start from: tiny, small-gpu, large-gpu, stub.
-    #[arg(long, default_value = DEFAULT_PROFILE)]
-    pub profile: String,
-    /// Engine: model (performance model) or stub (no model time).
-    #[arg(long, value_enum)]
-    pub engine: Option<Engine>,
-    /// Model id listed by /v1/models.
-    #[arg(long = "model", alias = "model-name")]
-    pub model_name: Option<String>,
-    /// Prompt tokens processed per second by prefill.
-    #[arg(long)]
-    pub prefill_tokens_per_second: Option<f64>,
-    /// Fixed cost of one decode step (e.g. 20ms).
-    #[arg(long, value_parser = humantime::parse_duration)]
-    pub step_base: Option<Duration>,
-    /// Extra cost of one decode step per sequence in the batch (e.g. 1500us).
-    #[arg(long, value_parser = humantime::parse_duration)]
-    pub step_per_sequence: Option<Duration>,
-    /// Most sequences decoded together.
-    #[arg(long)]
-    pub max_batch: Option<u32>,
-    /// Requests running + queued beyond which new ones get 503 (0: no limit).
-    #[arg(long)]
-    pub max_in_flight: Option<u32>,
-    /// KV-cache capacity in tokens (0: no memory limit).
-    #[arg(long)]
-    pub kv_cache_tokens: Option<u64>,
-    /// Context window in tokens (prompt + max tokens).
-    #[arg(long)]
-    pub max_model_len: Option<u64>,
-    /// Output tokens of a request that sets no limit.
-    #[arg(long)]
-    pub default_max_tokens: Option<u32>,
-    /// Seed of the generated text and of fault injection.
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Fraction (0-1) of requests answered at once with --fail-status.
-    #[arg(long)]
-    pub fail_ratio: Option<f64>,
-    /// HTTP status of injected failures.
-    #[arg(long)]
-    pub fail_status: Option<u16>,
-    /// Fraction (0-1) of the other requests whose connection is cut mid-stream.
-    #[arg(long)]
-    pub reset_ratio: Option<f64>,
-}
-
-impl SimArgs {
-    /// Splits the flags into the listen address and the YAML-equivalent config.
-    pub fn into_config(self) -> (SocketAddr, SimConfig) {
-        let config = SimConfig {
-            profile: self.profile,
-            engine: self.engine,
-            model_name: self.model_name,
-            prefill_tokens_per_second: self.prefill_tokens_per_second,
-            step_base: self.step_base,
-            step_per_sequence: self.step_per_sequence,
-            max_batch: self.max_batch,
-            max_in_flight: self.max_in_flight,
-            kv_cache_tokens: self.kv_cache_tokens,
-            max_model_len: self.max_model_len,
-            default_max_tokens: self.default_max_tokens,
-            seed: self.seed,
-            fail_ratio: self.fail_ratio,
-            fail_status: self.fail_status,
-            reset_ratio: self.reset_ratio,
-        };
-        (self.listen, config)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
 
     #[test]
     fn every_profile_resolves() {
@@ -437,6 +272,17 @@ mod tests {
     }
 
     #[test]
+    fn stub_sheds_only_when_told() {
+        let stub = |max_in_flight| SimConfig {
+            engine: Some(Engine::Stub),
+            max_in_flight,
+            ..SimConfig::default()
+        };
+        assert_eq!(stub(None).resolve().unwrap().max_in_flight, u32::MAX);
+        assert_eq!(stub(Some(5)).resolve().unwrap().max_in_flight, 5);
+    }
+
+    #[test]
     fn yaml_form_parses_durations_and_rejects_unknown_keys() {
         let config: SimConfig =
             serde_json::from_str(r#"{"profile":"tiny","step_base":"20ms","engine":"stub"}"#)
@@ -448,32 +294,17 @@ mod tests {
         assert!(serde_json::from_str::<SimConfig>(r#"{"max_bach":4}"#).is_err());
     }
 
-    #[derive(clap::Parser)]
-    struct Cli {
-        #[command(flatten)]
-        sim: SimArgs,
-    }
-
     #[test]
-    fn flags_become_the_same_config() {
-        let cli = Cli::parse_from([
-            "x",
-            "--profile",
-            "tiny",
-            "--engine",
-            "stub",
-            "--max-batch",
-            "3",
-            "--step-base",
-            "7ms",
-            "--model",
-            "qwen",
-        ]);
-        let (addr, config) = cli.sim.into_config();
-        assert_eq!(addr, "127.0.0.1:8000".parse().unwrap());
-        assert_eq!(config.engine, Some(Engine::Stub));
-        assert_eq!(config.max_batch, Some(3));
-        assert_eq!(config.step_base, Some(Duration::from_millis(7)));
-        assert_eq!(config.model_name.as_deref(), Some("qwen"));
+    fn loads_through_the_config_crate() {
+        let yaml = "profile: tiny\nstep_base: 20ms\nfail_ratio: 1\nmax_batch: 3\nengine: model\n";
+        let loaded: SimConfig = config::Config::builder()
+            .add_source(config::File::from_str(yaml, config::FileFormat::Yaml))
+            .build()
+            .unwrap()
+            .try_deserialize()
+            .unwrap();
+        let p = loaded.resolve().unwrap();
+        assert_eq!(p.step_base, Duration::from_millis(20));
+        assert_eq!((p.fail_ratio, p.max_batch), (1.0, 3));
     }
 }

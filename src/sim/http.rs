@@ -176,6 +176,19 @@ pub(crate) fn cut_response() -> Response {
         .into_response()
 }
 
+/// A body that sends `bytes`, then aborts the connection: a stream cut
+/// mid-way, with the bytes before the cut delivered.
+pub(crate) fn cut_body(bytes: Vec<u8>) -> axum::body::Body {
+    use futures_util::StreamExt;
+    let head = futures_util::stream::once(async move { Ok(Bytes::from(bytes)) });
+    let cut = futures_util::stream::once(async {
+        // Pending once, so that the server flushes what came before the cut.
+        tokio::task::yield_now().await;
+        Err(reset_error())
+    });
+    axum::body::Body::from_stream(head.chain(cut))
+}
+
 /// The body error that makes the server abort the connection.
 pub(crate) fn reset_error() -> std::io::Error {
     std::io::Error::new(

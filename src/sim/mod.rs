@@ -70,12 +70,14 @@
 //! ```text
 //! latency = (N + 1) x step_base + N x c x step_per_sequence + c x P / prefill_rate
 //! ttft    = 2 x step_base + c x step_per_sequence + c x P / prefill_rate
-//!           (requests in step: the join step carries all c prefills)
 //! per-request generation speed = 1 / (step_base + c x step_per_sequence)
 //! throughput = c x N / latency
 //! ```
 //!
 //! These are [`SimParams::predicted_latency`] and [`SimParams::predicted_ttft`].
+//! The latency holds whatever the phases of the clients; the TTFT assumes they
+//! move together (as requests of one size started together do): the step they
+//! wait in is empty and the step they join carries all `c` prefills.
 //! Measured values are lower by the client's own turnaround between two
 //! requests, and by up to one `step_base` for a request that arrives at a
 //! random moment (it waits for the next tick, not a whole step); timer
@@ -86,8 +88,8 @@
 //!
 //! No model time: the whole answer (role chunk, `N` token chunks, usage,
 //! `[DONE]`) is built in one buffer and sent at once. It never sheds unless
-//! `max_in_flight` is set explicitly (a request counts only while its answer is
-//! built).
+//! `max_in_flight` is set explicitly, not even under a model profile (a request
+//! counts only while its answer is built).
 //!
 //! # Fault injection
 //!
@@ -109,25 +111,29 @@
 //! | `large-gpu` (70B fp8, 80 GB) | 32 ms | 0.4 ms | 6,000 | 64 | 40,960 | 96 | 32768 | 256 | 30.9 tok/s | 17.4 / 1111 tok/s |
 //! | `stub` | 0 | 0 | - | no limit | none | no limit | 32768 | 16 | instant | instant |
 //!
-//! `small-gpu`'s cache holds 45 sequences of a short chat (about 20 + 256
+//! `small-gpu`'s cache holds 44 sequences of a short chat (about 20 + 256
 //! tokens), so `max_batch` is its limit; with 2,000-token documents only 5 fit
 //! and throughput stops growing at 5, as when a model barely fits in memory.
 //! `tiny` queues above 4 and sheds above 8: a sweep over 1, 2, 4, 8, 16 with 32
 //! output tokens takes a few seconds and shows its knee at 8.
 
+mod args;
 mod chunks;
 mod config;
 mod faults;
 mod http;
 mod model;
 mod params;
+mod profiles;
 mod request;
 mod scheduler;
 mod stub;
 mod text;
 
-pub use config::{profiles, SimArgs, SimConfig, DEFAULT_PROFILE};
+pub use args::SimArgs;
+pub use config::SimConfig;
 pub use params::{Engine, SimParams};
+pub use profiles::{profiles, DEFAULT_PROFILE};
 pub use text::count_tokens;
 
 use axum::serve::ListenerExt;
@@ -145,6 +151,14 @@ pub async fn serve(
     params: SimParams,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
+    tracing::info!(
+        address = %listener.local_addr()?,
+        engine = ?params.engine,
+        model = %params.model_name,
+        max_batch = params.max_batch,
+        max_in_flight = params.max_in_flight,
+        "simulated engine listening"
+    );
     let app = http::router(params, shutdown.child_token());
     // One small write per token: Nagle's algorithm would hold tokens back.
     let listener = listener.tap_io(|tcp| {

@@ -101,6 +101,8 @@ async fn next(mut ev: Events) -> Option<(io::Result<Bytes>, Events)> {
         return Some((Ok(out.into()), ev));
     }
     if ev.cut == Some(ev.sent) {
+        // Pending once, so that the server flushes what came before the cut.
+        tokio::task::yield_now().await;
         ev.finished = true;
         return Some((Err(reset_error()), ev));
     }

@@ -81,9 +81,9 @@ impl SimParams {
     }
 
     /// Predicted time from sending a request to its first token, in the closed-loop
-    /// steady state with `concurrency` requests of the same size in flight
-    /// (concurrency <= effective batch): one step waiting to join, then the join step
-    /// carrying every sequence's prefill.
+    /// steady state with `concurrency` requests of the same size moving together
+    /// (concurrency <= effective batch): an empty step waiting to join, then the
+    /// join step carrying every sequence's prefill.
     pub fn predicted_ttft(&self, concurrency: u32, prompt_tokens: u64) -> Duration {
         if self.engine == Engine::Stub {
             return Duration::ZERO;

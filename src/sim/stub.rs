@@ -1,13 +1,13 @@
 //! Answers of the stub engine: no model time, the whole response is built in
 //! one buffer and handed to the connection at once.
 
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 
 use super::chunks::ChunkWriter;
 use super::faults::Fault;
-use super::http::{cut_response, event_stream, reset_error, InFlight};
+use super::http::{cut_body, cut_response, event_stream, InFlight};
 use super::request::ChatRequest;
 use super::text::TextGen;
 
@@ -48,8 +48,7 @@ pub(crate) fn respond(
         );
     }
     if cut.is_some() {
-        let parts = [Ok(Bytes::from(out)), Err(reset_error())];
-        return event_stream(Body::from_stream(futures_util::stream::iter(parts)));
+        return event_stream(cut_body(out));
     }
     writer.end(&mut out, request, total);
     event_stream(Body::from(out))

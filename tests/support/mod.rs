@@ -53,6 +53,15 @@ pub struct Seen {
     pub max_in_flight: AtomicUsize,
     pub requests: AtomicUsize,
     pub shed: AtomicUsize,
+    /// Value served on GET /metrics as `busy_requests`, for the idle gate.
+    pub busy: AtomicUsize,
+}
+
+async fn own_metrics(State((_, seen)): State<(Behavior, Arc<Seen>)>) -> String {
+    format!(
+        "# TYPE busy_requests gauge\nbusy_requests{{engine=\"0\"}} {}\n",
+        seen.busy.load(Ordering::SeqCst)
+    )
 }
 
 /// A running test server; stops when dropped.
@@ -123,10 +132,17 @@ async fn completions(
                 b"data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\n\n",
             )))
             .await;
-        tokio::time::sleep(b.ttft).await;
+        // A client that goes away ends the response (and frees its slot) at once.
+        tokio::select! {
+            _ = tokio::time::sleep(b.ttft) => {}
+            _ = tx.closed() => return,
+        }
         for i in 0..b.tokens {
             if i > 0 {
-                tokio::time::sleep(b.gap).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(b.gap) => {}
+                    _ = tx.closed() => return,
+                }
             }
             let last = i + 1 == b.tokens;
             if last {
@@ -170,6 +186,7 @@ pub async fn start(behavior: Behavior) -> TestServer {
     let seen = Arc::new(Seen::default());
     let app = Router::new()
         .route("/v1/chat/completions", post(completions))
+        .route("/metrics", axum::routing::get(own_metrics))
         .with_state((behavior, seen.clone()));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -222,4 +239,92 @@ targets:
     model: test-model
 "#
     )
+}
+
+/// The daemon running in-process on 127.0.0.1:0.
+pub struct Daemon {
+    pub addr: SocketAddr,
+    pub path: PathBuf,
+    pub shutdown: CancellationToken,
+    pub handle: tokio::task::JoinHandle<anyhow::Result<()>>,
+    pub reload: tokio::sync::mpsc::Sender<llmprobe::signals::Signal>,
+}
+
+impl Daemon {
+    /// Starts the daemon on the config at `path`.
+    pub async fn start(path: PathBuf) -> Daemon {
+        let config = llmprobe::config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let shutdown = CancellationToken::new();
+        let (reload, rx) = tokio::sync::mpsc::channel(4);
+        let p = path.clone();
+        let stop = shutdown.clone();
+        let handle =
+            tokio::spawn(async move { llmprobe::run(&p, config, listener, stop, rx).await });
+        Daemon {
+            addr,
+            path,
+            shutdown,
+            handle,
+            reload,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub async fn metrics(&self) -> String {
+        reqwest::get(self.url("/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
+    /// Polls /metrics until `pred` holds, for at most `limit`.
+    pub async fn wait_for(
+        &self,
+        limit: Duration,
+        what: &str,
+        pred: impl Fn(&str) -> bool,
+    ) -> String {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let text = self.metrics().await;
+            if pred(&text) {
+                return text;
+            }
+            if tokio::time::Instant::now() > deadline {
+                panic!("timed out waiting for {what}; /metrics:\n{text}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(10), self.handle)
+            .await
+            .expect("daemon stops within 10 s")
+            .unwrap()
+            .unwrap();
+    }
+}
+
+/// The value of the series whose line starts with `name{` and holds every
+/// `labels` pair (`key="value"`), or None.
+pub fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        .find(|l| {
+            labels
+                .iter()
+                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
 }

@@ -1,0 +1,412 @@
+//! The daemon in-process against the built-in simulated engine, with a
+//! one-second interval: metrics, reload, shutdown, global cap.
+
+mod support;
+
+use std::time::Duration;
+
+use support::{metric, start, write_config, Behavior, Daemon};
+
+fn sim_target(name: &str, max_in_flight: u32) -> String {
+    format!(
+        r#"
+  - name: {name}
+    simulator: {{ profile: tiny, max_in_flight: {max_in_flight} }}
+    labels: {{ gpu: "sim" }}"#
+    )
+}
+
+fn config(targets: &str) -> String {
+    format!(
+        r#"
+listen: "127.0.0.1:0"
+schedule: {{ interval: 1s, jitter: 10%, max_in_flight_total: 64, sweep_timeout: 60s }}
+defaults:
+  workload: chat
+  warmup_requests: 1
+  levels: [1, 2, 4, 8]
+  requests_per_level: 1x
+  min_requests_per_level: 4
+  request_timeout: 10s
+  slo: {{ p95_latency: 10s, max_shed_ratio: 0.05, max_error_ratio: 0.05 }}
+workloads:
+  chat:
+    max_completion_tokens: 8
+    prompts: ["hello"]
+targets:{targets}
+"#
+    )
+}
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn knee(text: &str, target: &str) -> Option<f64> {
+    metric(
+        text,
+        "llmprobe_capacity_knee_concurrency",
+        &[("target", target)],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_families_values_and_promtool() {
+    // tiny: 4 sequences per batch; shedding above 2 in flight gives knee 2.
+    let d = Daemon::start(write_config(&config(&sim_target("sim-a", 2)))).await;
+    let text = d
+        .wait_for(WAIT, "first sweep", |t| knee(t, "sim-a").is_some())
+        .await;
+    assert_eq!(
+        knee(&text, "sim-a"),
+        Some(2.0),
+        "knee must match the simulator's max_in_flight"
+    );
+    assert_eq!(
+        metric(
+            &text,
+            "llmprobe_recommended_max_in_flight",
+            &[("target", "sim-a")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        metric(&text, "llmprobe_sweep_success", &[("target", "sim-a")]),
+        Some(1.0)
+    );
+    let level1 = [("target", "sim-a"), ("concurrency", "1")];
+    assert_eq!(
+        metric(&text, "llmprobe_sweep_shed_ratio", &level1),
+        Some(0.0)
+    );
+    assert!(
+        metric(
+            &text,
+            "llmprobe_sweep_throughput_tokens_per_second",
+            &level1
+        )
+        .unwrap()
+            > 0.0
+    );
+    let ttft = metric(
+        &text,
+        "llmprobe_sweep_ttft_seconds",
+        &[("concurrency", "1"), ("percentile", "95")],
+    )
+    .unwrap();
+    assert!(ttft > 0.0 && ttft < 1.0, "ttft {ttft}");
+    assert!(
+        metric(
+            &text,
+            "llmprobe_sweep_shed_ratio",
+            &[("target", "sim-a"), ("concurrency", "4")]
+        )
+        .unwrap()
+            > 0.05
+    );
+    assert!(metric(&text, "llmprobe_requests_total", &[("outcome", "ok")]).unwrap() >= 8.0);
+    assert!(metric(&text, "llmprobe_requests_total", &[("outcome", "shed")]).unwrap() > 0.0);
+    assert_eq!(
+        metric(
+            &text,
+            "llmprobe_target_info",
+            &[
+                ("target", "sim-a"),
+                ("gpu", "sim"),
+                ("server", "llmprobe-sim")
+            ]
+        ),
+        Some(1.0)
+    );
+    for family in [
+        "llmprobe_sweep_ttft_seconds",
+        "llmprobe_sweep_latency_seconds",
+        "llmprobe_sweep_inter_token_latency_seconds",
+        "llmprobe_sweep_generation_tokens_per_second",
+        "llmprobe_sweep_throughput_tokens_per_second",
+        "llmprobe_sweep_shed_ratio",
+        "llmprobe_sweep_error_ratio",
+        "llmprobe_sweep_requests",
+        "llmprobe_capacity_knee_concurrency",
+        "llmprobe_capacity_throughput_tokens_per_second",
+        "llmprobe_recommended_max_in_flight",
+        "llmprobe_sweep_success",
+        "llmprobe_sweep_duration_seconds",
+        "llmprobe_sweep_last_completion_timestamp_seconds",
+        "llmprobe_request_ttft_seconds",
+        "llmprobe_request_duration_seconds",
+        "llmprobe_requests_total",
+        "llmprobe_output_tokens_total",
+        "llmprobe_prompt_tokens_total",
+        "llmprobe_target_info",
+        "llmprobe_build_info",
+        "llmprobe_config_last_reload_successful",
+        "process_resident_memory_bytes",
+    ] {
+        assert!(
+            text.contains(&format!("# TYPE {family} ")),
+            "family {family} missing"
+        );
+        assert!(
+            text.contains(&format!("# HELP {family} ")),
+            "HELP of {family} missing"
+        );
+    }
+    // The results refresh on the schedule.
+    let first = metric(
+        &text,
+        "llmprobe_sweep_last_completion_timestamp_seconds",
+        &[("target", "sim-a")],
+    )
+    .unwrap();
+    d.wait_for(WAIT, "a second sweep", |t| {
+        metric(
+            t,
+            "llmprobe_sweep_last_completion_timestamp_seconds",
+            &[("target", "sim-a")],
+        )
+        .is_some_and(|v| v > first)
+    })
+    .await;
+
+    let text = d.metrics().await;
+    let out = promtool_check_metrics(&text);
+    assert!(out.0, "promtool check metrics failed:\n{}", out.1);
+    assert!(out.1.trim().is_empty(), "promtool complained:\n{}", out.1);
+
+    let health = reqwest::get(d.url("/healthz")).await.unwrap();
+    assert_eq!(health.status(), 200);
+    let ready = reqwest::get(d.url("/readyz")).await.unwrap();
+    assert_eq!(ready.status(), 200);
+    let index = reqwest::get(d.url("/"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        index.contains("sim-a") && index.contains("/metrics"),
+        "{index}"
+    );
+    d.stop().await;
+}
+
+fn promtool_check_metrics(text: &str) -> (bool, String) {
+    use std::io::Write;
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool not found: install Debian's `prometheus` package (scripts/test does)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_adds_removes_and_rejects_bad_config() {
+    let d = Daemon::start(write_config(&config(&sim_target("old", 8)))).await;
+    d.wait_for(WAIT, "old measured", |t| knee(t, "old").is_some())
+        .await;
+
+    // Good reload over HTTP: `new` appears, `old` and its series go.
+    std::fs::write(&d.path, config(&sim_target("new", 4))).unwrap();
+    let client = reqwest::Client::new();
+    let r = client.post(d.url("/-/reload")).send().await.unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let text = d
+        .wait_for(WAIT, "new measured", |t| {
+            knee(t, "new").is_some() && !t.contains("target=\"old\"")
+        })
+        .await;
+    assert_eq!(knee(&text, "new"), Some(4.0));
+    assert_eq!(
+        metric(&text, "llmprobe_config_last_reload_successful", &[]),
+        Some(1.0)
+    );
+
+    // Bad reload by signal: rejected, `new` keeps being measured.
+    std::fs::write(
+        &d.path,
+        config(&sim_target("new", 4)).replace("levels: [1, 2, 4, 8]", "levels: [4, 2]"),
+    )
+    .unwrap();
+    d.reload
+        .send(llmprobe::signals::Signal::Reload)
+        .await
+        .unwrap();
+    let text = d
+        .wait_for(WAIT, "failed reload", |t| {
+            metric(t, "llmprobe_config_last_reload_successful", &[]) == Some(0.0)
+        })
+        .await;
+    assert_eq!(knee(&text, "new"), Some(4.0));
+    let before = metric(
+        &text,
+        "llmprobe_sweep_last_completion_timestamp_seconds",
+        &[("target", "new")],
+    )
+    .unwrap();
+    d.wait_for(WAIT, "new still swept", |t| {
+        metric(
+            t,
+            "llmprobe_sweep_last_completion_timestamp_seconds",
+            &[("target", "new")],
+        )
+        .is_some_and(|v| v > before)
+    })
+    .await;
+    let r = client.post(d.url("/-/reload")).send().await.unwrap();
+    assert_eq!(r.status(), 500);
+    assert!(r.text().await.unwrap().contains("strictly increasing"));
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn global_in_flight_cap_holds_across_targets() {
+    let server = start(Behavior {
+        ttft: Duration::from_millis(30),
+        tokens: 4,
+        ..Default::default()
+    })
+    .await;
+    let url = server.base_url();
+    let targets = format!(
+        "\n  - name: a\n    base_url: {url}\n    model: m\n  - name: b\n    base_url: {url}\n    model: m\n  - name: c\n    base_url: {url}\n    model: m"
+    );
+    let yaml = config(&targets).replace("max_in_flight_total: 64", "max_in_flight_total: 5");
+    let d = Daemon::start(write_config(&yaml)).await;
+    d.wait_for(WAIT, "all three measured", |t| {
+        ["a", "b", "c"].iter().all(|n| knee(t, n).is_some())
+    })
+    .await;
+    let max = server
+        .seen
+        .max_in_flight
+        .load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        max <= 5,
+        "the server saw {max} requests in flight, over the cap of 5"
+    );
+    assert!(max >= 4, "levels of 8 should fill the cap, saw {max}");
+    d.stop().await;
+}
+
+#[test]
+fn sigterm_exits_zero_promptly() {
+    // A slow target keeps requests in flight when the signal comes.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(start(Behavior {
+        ttft: Duration::from_secs(20),
+        ..Default::default()
+    }));
+    let yaml = config(&format!(
+        "\n  - name: slow\n    base_url: {}\n    model: m",
+        server.base_url()
+    ))
+    .replace("request_timeout: 10s", "request_timeout: 60s");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let path = write_config(&yaml.replace("127.0.0.1:0", &format!("127.0.0.1:{port}")));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_llmprobe"))
+        .args(["run", "--config"])
+        .arg(&path)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while server
+        .seen
+        .requests
+        .load(std::sync::atomic::Ordering::SeqCst)
+        == 0
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the daemon never sent a request"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let sent = std::time::Instant::now();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            assert!(s.success(), "exit status {s}");
+            break;
+        }
+        assert!(
+            sent.elapsed() < Duration::from_secs(8),
+            "did not exit within 8 s of SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The connections were closed: the server sees its requests go away.
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while server
+        .seen
+        .in_flight
+        .load(std::sync::atomic::Ordering::SeqCst)
+        > 0
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "requests still open after exit"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(rt);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_gate_postpones_while_the_server_is_busy() {
+    let server = start(Behavior::default()).await;
+    server
+        .seen
+        .busy
+        .store(3, std::sync::atomic::Ordering::SeqCst);
+    let targets = format!(
+        "\n  - name: gated\n    base_url: {}\n    model: m\n    idle_gate: {{ metrics_url: \"http://{}/metrics\", metric: busy_requests, max_value: 1, retry_every: 200ms }}",
+        server.base_url(),
+        server.addr
+    );
+    let d = Daemon::start(write_config(&config(&targets))).await;
+    let postponed = |t: &str| {
+        metric(t, "llmprobe_sweeps_postponed_total", &[("target", "gated")]).unwrap_or(0.0)
+    };
+    d.wait_for(WAIT, "postponements", |t| postponed(t) >= 3.0)
+        .await;
+    assert_eq!(
+        server
+            .seen
+            .requests
+            .load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "no request while busy"
+    );
+    server
+        .seen
+        .busy
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    d.wait_for(WAIT, "sweep once idle", |t| knee(t, "gated").is_some())
+        .await;
+    d.stop().await;
+}

@@ -1,0 +1,501 @@
+//! Checks of the files operators install next to the binary, with the real
+//! tools that will read them:
+//!
+//! - `prometheus/alerts.yml`, `prometheus/alerts_test.yml`,
+//!   `prometheus/scrape.yml`: `promtool check rules`, `promtool test rules`,
+//!   `promtool check config` (Debian package `prometheus`; the tests fail when
+//!   promtool is missing, set `PROMTOOL` to use another binary);
+//! - `systemd/llmprobe.service`: `systemd-analyze verify` and
+//!   `systemd-analyze security --offline=true` (Debian package `systemd`;
+//!   these two are skipped, with a printed reason, only where
+//!   systemd-analyze is absent);
+//! - `grafana/dashboards/*.json`: structure an importable dashboard needs
+//!   (datasource variable, template variables, only known metric names).
+//!   The type check against Grafana's schema is `grafana/schema-check/run.sh`.
+
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(rel: &str) -> String {
+    let path = repo().join(rel);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
+fn promtool() -> String {
+    std::env::var("PROMTOOL").unwrap_or_else(|_| "promtool".to_string())
+}
+
+/// Runs a tool; a tool that cannot be started is a test failure with a hint.
+fn run_required<I, S>(tool: &str, args: I, install_hint: &str) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    match Command::new(tool).args(args).current_dir(repo()).output() {
+        Ok(out) => out,
+        Err(e) => panic!("cannot run `{tool}` ({e}): {install_hint}"),
+    }
+}
+
+fn assert_success(what: &str, out: &Output) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{what} failed with {}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        out.status
+    );
+}
+
+const PROMTOOL_HINT: &str =
+    "promtool is required: install Debian's `prometheus` package (apt-get install -y prometheus) \
+     or set PROMTOOL to a promtool binary";
+
+// ---------------------------------------------------------------------------
+// Prometheus
+
+#[test]
+fn promtool_check_rules() {
+    let out = run_required(
+        &promtool(),
+        [
+            "check",
+            "rules",
+            "prometheus/alerts.yml",
+            "prometheus/gateway_max_in_flight.example.yml",
+        ],
+        PROMTOOL_HINT,
+    );
+    assert_success("promtool check rules", &out);
+}
+
+#[test]
+fn promtool_test_rules() {
+    let out = run_required(
+        &promtool(),
+        ["test", "rules", "prometheus/alerts_test.yml"],
+        PROMTOOL_HINT,
+    );
+    assert_success("promtool test rules prometheus/alerts_test.yml", &out);
+}
+
+#[test]
+fn promtool_check_config() {
+    // scrape.yml is a complete configuration (global, rule_files with
+    // alerts.yml next to it, the scrape job); check it as Prometheus would
+    // load it, from a copy laid out like /etc/prometheus.
+    let dir = TempDir::new("promconfig");
+    std::fs::copy(
+        repo().join("prometheus/scrape.yml"),
+        dir.path().join("prometheus.yml"),
+    )
+    .unwrap();
+    std::fs::copy(
+        repo().join("prometheus/alerts.yml"),
+        dir.path().join("alerts.yml"),
+    )
+    .unwrap();
+    let config = dir.path().join("prometheus.yml");
+    let out = run_required(
+        &promtool(),
+        [
+            OsStr::new("check"),
+            OsStr::new("config"),
+            config.as_os_str(),
+        ],
+        PROMTOOL_HINT,
+    );
+    assert_success("promtool check config (scrape.yml)", &out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("1 rule files found") && stdout.contains("rules found"),
+        "promtool check config did not load the rule file:\n{stdout}"
+    );
+
+    let scrape = read("prometheus/scrape.yml");
+    for needle in [
+        "job_name: llmprobe",
+        "\"127.0.0.1:9775\"",
+        "scrape_interval: 30s",
+        "rule_files:",
+    ] {
+        assert!(scrape.contains(needle), "scrape.yml lacks `{needle}`");
+    }
+}
+
+/// Alert names defined in alerts.yml (`- alert: Name` lines).
+fn alert_names() -> Vec<String> {
+    read("prometheus/alerts.yml")
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- alert:"))
+        .map(|n| n.trim().to_string())
+        .collect()
+}
+
+#[test]
+fn every_alert_has_firing_and_silent_unit_tests() {
+    let alerts = alert_names();
+    assert!(
+        alerts.len() >= 8,
+        "expected the full llmprobe alert set, found {alerts:?}"
+    );
+
+    // Walk alerts_test.yml: each `alertname: X` is followed by its
+    // `exp_alerts:` which is either `[]` (must stay silent) or a list.
+    let tests = read("prometheus/alerts_test.yml");
+    let mut fires = BTreeSet::new();
+    let mut silent = BTreeSet::new();
+    let mut current: Option<String> = None;
+    for line in tests.lines() {
+        let t = line.trim();
+        if let Some(name) = t.strip_prefix("alertname:") {
+            current = Some(name.trim().to_string());
+        } else if let Some(rest) = t.strip_prefix("exp_alerts:") {
+            let name = current.take().expect("exp_alerts without alertname");
+            if rest.trim() == "[]" {
+                silent.insert(name);
+            } else {
+                fires.insert(name);
+            }
+        }
+    }
+    for a in &alerts {
+        assert!(
+            fires.contains(a),
+            "alerts_test.yml has no case where {a} fires"
+        );
+        assert!(
+            silent.contains(a),
+            "alerts_test.yml has no case where {a} stays silent"
+        );
+    }
+    for a in fires.iter().chain(silent.iter()) {
+        assert!(
+            alerts.contains(a),
+            "alerts_test.yml tests unknown alert {a}"
+        );
+    }
+}
+
+#[test]
+fn every_alert_has_for_severity_summary_description() {
+    let text = read("prometheus/alerts.yml");
+    let blocks: Vec<&str> = text.split("- alert:").skip(1).collect();
+    assert_eq!(blocks.len(), alert_names().len());
+    for block in blocks {
+        let name = block.lines().next().unwrap_or("").trim();
+        for key in ["expr:", "for:", "severity:", "summary:", "description:"] {
+            assert!(block.contains(key), "alert {name} lacks `{key}`");
+        }
+        assert!(
+            block.contains("severity: critical") || block.contains("severity: warning"),
+            "alert {name}: severity must be critical or warning"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// systemd
+
+/// `systemd-analyze`, or None (with the reason printed) where it is absent.
+fn systemd_analyze() -> Option<&'static str> {
+    match Command::new("systemd-analyze").arg("--version").output() {
+        Ok(out) if out.status.success() => Some("systemd-analyze"),
+        Ok(out) => {
+            eprintln!(
+                "SKIPPED: systemd-analyze --version failed ({}); install Debian's `systemd` package",
+                out.status
+            );
+            None
+        }
+        Err(e) => {
+            eprintln!(
+                "SKIPPED: systemd-analyze not available ({e}); install Debian's `systemd` package"
+            );
+            None
+        }
+    }
+}
+
+#[test]
+fn systemd_unit_has_the_required_settings() {
+    let unit = read("systemd/llmprobe.service");
+    let lines: BTreeSet<&str> = unit.lines().map(str::trim).collect();
+    for wanted in [
+        "Type=notify",
+        "NotifyAccess=main",
+        "WatchdogSec=60",
+        "ExecStart=/usr/local/bin/llmprobe run --config /etc/llmprobe/llmprobe.yaml",
+        "ExecReload=/bin/kill -HUP $MAINPID",
+        "DynamicUser=yes",
+        "LoadCredential=worker-api-key:/etc/llmprobe/credentials/worker-api-key",
+        "NoNewPrivileges=yes",
+        "CapabilityBoundingSet=",
+        "ProtectSystem=strict",
+        "ProtectHome=yes",
+        "PrivateTmp=yes",
+        "RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX",
+        "SystemCallFilter=@system-service",
+        "MemoryDenyWriteExecute=yes",
+    ] {
+        assert!(
+            lines.contains(wanted),
+            "systemd/llmprobe.service lacks `{wanted}`"
+        );
+    }
+    assert!(
+        unit.contains("api_key_file: ${CREDENTIALS_DIRECTORY}/worker-api-key"),
+        "the unit should explain how a target reads its credential"
+    );
+}
+
+#[test]
+fn systemd_analyze_verify() {
+    let Some(tool) = systemd_analyze() else {
+        return;
+    };
+    // verify needs ExecStart's binary to exist: point it at the one cargo built.
+    let bin = env!("CARGO_BIN_EXE_llmprobe");
+    let unit = read("systemd/llmprobe.service");
+    let original = "ExecStart=/usr/local/bin/llmprobe ";
+    assert!(unit.contains(original), "unit has no `{original}` line");
+    let unit = unit.replace(original, &format!("ExecStart={bin} "));
+    let dir = TempDir::new("unit");
+    let path = dir.path().join("llmprobe.service");
+    std::fs::write(&path, unit).unwrap();
+
+    let out = run_required(tool, [OsStr::new("verify"), path.as_os_str()], "");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_success("systemd-analyze verify", &out);
+    // verify reports problems it tolerates (unknown keys, bad values) on
+    // stderr with exit status 0: none may concern our unit.
+    let complaints: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("llmprobe.service"))
+        .collect();
+    assert!(
+        complaints.is_empty(),
+        "systemd-analyze verify complains:\n{}",
+        complaints.join("\n")
+    );
+}
+
+#[test]
+fn systemd_analyze_security_exposure_at_most_2() {
+    let Some(tool) = systemd_analyze() else {
+        return;
+    };
+    let out = run_required(
+        tool,
+        [
+            "security",
+            "--offline=true",
+            "--no-pager",
+            "systemd/llmprobe.service",
+        ],
+        "",
+    );
+    assert_success("systemd-analyze security --offline=true", &out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // "→ Overall exposure level for llmprobe.service: 1.1 OK 🙂"
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("Overall exposure level for llmprobe.service:"))
+        .unwrap_or_else(|| panic!("no overall exposure level in:\n{stdout}"));
+    let score: f64 = line
+        .rsplit_once(':')
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("cannot parse exposure level from `{line}`"));
+    eprintln!("systemd-analyze security: {}", line.trim());
+    assert!(score <= 2.0, "exposure level {score} > 2.0:\n{stdout}");
+}
+
+// ---------------------------------------------------------------------------
+// Grafana
+
+/// Metric names the dashboards may query: llmprobe's contract plus the
+/// operator-provided gateway setting and Prometheus' own `up`.
+const KNOWN_METRICS: &[&str] = &[
+    "llmprobe_sweep_ttft_seconds",
+    "llmprobe_sweep_latency_seconds",
+    "llmprobe_sweep_inter_token_latency_seconds",
+    "llmprobe_sweep_generation_tokens_per_second",
+    "llmprobe_sweep_throughput_tokens_per_second",
+    "llmprobe_sweep_shed_ratio",
+    "llmprobe_sweep_error_ratio",
+    "llmprobe_sweep_requests",
+    "llmprobe_sweep_samples",
+    "llmprobe_capacity_knee_concurrency",
+    "llmprobe_capacity_throughput_tokens_per_second",
+    "llmprobe_capacity_saturation_concurrency",
+    "llmprobe_recommended_max_in_flight",
+    "llmprobe_sweep_success",
+    "llmprobe_sweep_duration_seconds",
+    "llmprobe_sweep_last_completion_timestamp_seconds",
+    "llmprobe_gateway_overhead_seconds",
+    "llmprobe_request_ttft_seconds_bucket",
+    "llmprobe_request_duration_seconds_bucket",
+    "llmprobe_requests_total",
+    "llmprobe_output_tokens_total",
+    "llmprobe_prompt_tokens_total",
+    "llmprobe_target_info",
+    "llmprobe_build_info",
+    "llmprobe_config_last_reload_successful",
+    "llmprobe_sweeps_postponed_total",
+    "llmprobe_sweeps_total",
+    "llmprobe_in_flight_requests",
+    "llmprobe_gateway_configured_max_in_flight",
+];
+
+const DASHBOARDS: &[&str] = &[
+    "grafana/dashboards/llmprobe-capacity-overview.json",
+    "grafana/dashboards/llmprobe-target-detail.json",
+];
+
+/// Every `llmprobe_*` identifier in a PromQL expression.
+fn llmprobe_metrics_in(expr: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let bytes = expr.as_bytes();
+    let mut i = 0;
+    while let Some(pos) = expr[i..].find("llmprobe_") {
+        let start = i + pos;
+        let boundary =
+            start == 0 || !(bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_');
+        let mut end = start;
+        while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
+            end += 1;
+        }
+        if boundary {
+            names.push(expr[start..end].to_string());
+        }
+        i = end;
+    }
+    names
+}
+
+fn panels(dashboard: &serde_json::Value) -> Vec<&serde_json::Value> {
+    let mut out = Vec::new();
+    for p in dashboard["panels"].as_array().expect("panels") {
+        out.push(p);
+        if let Some(inner) = p["panels"].as_array() {
+            out.extend(inner.iter());
+        }
+    }
+    out
+}
+
+#[test]
+fn dashboards_are_importable_and_use_known_metrics() {
+    let mut uids = BTreeSet::new();
+    for rel in DASHBOARDS {
+        let d: serde_json::Value =
+            serde_json::from_str(&read(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        let uid = d["uid"].as_str().unwrap_or_else(|| panic!("{rel}: no uid"));
+        assert!(uids.insert(uid.to_string()), "{rel}: duplicate uid {uid}");
+        assert!(
+            d["title"].as_str().is_some_and(|t| !t.is_empty()),
+            "{rel}: no title"
+        );
+        assert!(
+            d["schemaVersion"].as_u64().is_some_and(|v| v >= 39),
+            "{rel}: schemaVersion < 39"
+        );
+        assert!(
+            d["id"].is_null(),
+            "{rel}: `id` must be null so that the dashboard imports anywhere"
+        );
+
+        let vars = d["templating"]["list"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{rel}: no templating"));
+        let var = |name: &str| vars.iter().find(|v| v["name"] == name);
+        let ds = var("datasource").unwrap_or_else(|| panic!("{rel}: no datasource variable"));
+        assert_eq!(ds["type"], "datasource", "{rel}");
+        assert_eq!(ds["query"], "prometheus", "{rel}");
+        for name in ["target", "model", "workload"] {
+            let v = var(name).unwrap_or_else(|| panic!("{rel}: no `{name}` variable"));
+            assert_eq!(v["type"], "query", "{rel}: {name}");
+            assert_eq!(v["datasource"]["uid"], "${datasource}", "{rel}: {name}");
+            let q = v["query"]["query"]
+                .as_str()
+                .or(v["query"].as_str())
+                .unwrap_or("");
+            assert!(q.starts_with("label_values("), "{rel}: {name} query {q}");
+        }
+
+        let text = read(rel);
+        assert!(
+            !text.contains("\"uid\": \"prometheus\""),
+            "{rel}: hard-coded datasource uid"
+        );
+
+        let mut ids = BTreeSet::new();
+        for p in panels(&d) {
+            let title = p["title"].as_str().unwrap_or("?");
+            assert!(
+                ids.insert(p["id"].as_u64().expect("panel id")),
+                "{rel}: duplicate panel id ({title})"
+            );
+            if p["type"] == "row" {
+                continue;
+            }
+            assert_eq!(
+                p["datasource"]["uid"], "${datasource}",
+                "{rel}: panel {title}"
+            );
+            let targets = p["targets"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{rel}: {title}: no targets"));
+            assert!(!targets.is_empty(), "{rel}: {title}: no queries");
+            for t in targets {
+                assert_eq!(
+                    t["datasource"]["uid"], "${datasource}",
+                    "{rel}: panel {title}"
+                );
+                let expr = t["expr"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{rel}: {title}: no expr"));
+                for m in llmprobe_metrics_in(expr) {
+                    assert!(
+                        KNOWN_METRICS.contains(&m.as_str()),
+                        "{rel}: {title}: unknown metric {m} in {expr}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "llmprobe-operator-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&path).unwrap();
+        TempDir(path)
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
