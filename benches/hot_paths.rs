@@ -108,35 +108,22 @@ fn percentiles_10k(bencher: Bencher) {
         .bench_local_values(|mut v| llmprobe::stats::percentiles(&mut v));
 }
 
-/// Text exposition of 100 targets x 3 workloads x 8 levels.
+/// One scrape of 100 targets x 3 workloads x 8 levels, results unchanged
+/// since the last scrape (their rendering is reused), as /metrics does it.
 #[divan::bench(sample_count = 20)]
-fn exposition_encode_100_targets(bencher: Bencher) {
+fn exposition_scrape_100_targets(bencher: Bencher) {
     let metrics = fixtures::big_metrics();
-    bencher.bench(|| metrics.encode());
+    metrics.encode_parts();
+    bencher.bench(|| metrics.encode_parts());
 }
 
-/// Experiment: running totals only.
-#[divan::bench(sample_count = 20)]
-fn exposition_running_only(bencher: Bencher) {
-    let metrics = llmprobe::metrics::Metrics::new(&prometheus::Registry::new()).unwrap();
-    let mut one = llmprobe::sample::Sample::failed(llmprobe::sample::Outcome::Ok, Some(200), "");
-    one.ttft = Some(std::time::Duration::from_millis(20));
-    one.latency = Some(std::time::Duration::from_millis(200));
-    for t in 0..100 {
-        for w in 0..3 {
-            metrics.observe_request(
-                &format!("worker-{t:03}"),
-                "Qwen/Qwen2.5-7B-Instruct",
-                &format!("workload-{w}"),
-                &one,
-            );
-        }
-    }
-    let text = metrics.encode();
-    println!(
-        "running only: {} bytes, {} lines",
-        text.len(),
-        text.lines().filter(|l| !l.starts_with('#')).count()
-    );
-    bencher.bench(|| metrics.encode());
+/// The same right after a sweep finished: the results are rendered again.
+#[divan::bench(sample_count = 10)]
+fn exposition_scrape_after_a_sweep(bencher: Bencher) {
+    let metrics = fixtures::big_metrics();
+    let report = fixtures::report(0);
+    bencher.bench(|| {
+        metrics.publish_sweep(&report);
+        metrics.encode_parts()
+    });
 }

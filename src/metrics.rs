@@ -6,17 +6,21 @@
 //! - running totals over every measured request (histograms and counters,
 //!   for `rate()` and `histogram_quantile()`), held in ordinary metric vecs;
 //! - the results of the latest completed sweep of each target, held as whole
-//!   [`SweepReport`]s in a custom collector that builds the metric families
-//!   at scrape time. Replacing a report is one pointer swap under a lock, so
-//!   a scrape never mixes two sweeps, and a level or workload missing from
-//!   the new report simply stops being exported (no stale series to delete).
+//!   [`SweepReport`]s and rendered to text when they change; every scrape
+//!   until the next change reuses that text (with 100 targets rendering takes
+//!   over 100 ms, and results change only when a sweep ends). Replacing a
+//!   report is one pointer swap under a lock, so a scrape never mixes two
+//!   sweeps, and a level or workload missing from the new report simply
+//!   stops being exported (no stale series to delete).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use prometheus::core::{Collector, Desc};
+use bytes::Bytes;
+use prometheus::core::Desc;
 use prometheus::proto::{self, LabelPair, MetricFamily, MetricType};
 use prometheus::{
     Gauge, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
@@ -168,7 +172,7 @@ const GATEWAY_SAMPLES: Spec = Spec {
     labels: &["pair", "quantity"],
 };
 
-/// Every family the scrape-time collector may produce (its descriptors).
+/// Every family rendered from the sweep results.
 const SNAPSHOT_SPECS: [&Spec; 19] = [
     &SWEEP_TTFT,
     &SWEEP_LATENCY,
@@ -211,12 +215,10 @@ struct Snapshot {
     target_info: RwLock<BTreeMap<String, Vec<(String, String)>>>,
     /// (pair, quantity) -> overhead percentiles.
     gateway: RwLock<BTreeMap<(String, String), Percentiles>>,
-}
-
-/// The registered face of [`Snapshot`].
-struct SnapshotCollector {
-    snapshot: Arc<Snapshot>,
-    descs: Vec<Desc>,
+    /// Bumped after every change: a rendering is reused while it is current.
+    generation: AtomicU64,
+    /// The latest rendering and the generation it shows.
+    rendered: Mutex<Option<(u64, Arc<String>)>>,
 }
 
 /// Running totals of one (target, model, workload): which series exist, so
@@ -365,22 +367,17 @@ impl Metrics {
         reload_successful.set(1);
         reload_timestamp.set(now_unix());
 
+        // The results are rendered apart from the registry; their names and
+        // label names are still checked here, as registering would.
+        for spec in SNAPSHOT_SPECS {
+            Desc::new(
+                spec.name.to_string(),
+                spec.help.to_string(),
+                spec.labels.iter().map(|l| l.to_string()).collect(),
+                HashMap::new(),
+            )?;
+        }
         let snapshot = Arc::new(Snapshot::default());
-        let descs = SNAPSHOT_SPECS
-            .iter()
-            .map(|spec| {
-                Desc::new(
-                    spec.name.to_string(),
-                    spec.help.to_string(),
-                    spec.labels.iter().map(|l| l.to_string()).collect(),
-                    HashMap::new(),
-                )
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        registry.register(Box::new(SnapshotCollector {
-            snapshot: Arc::clone(&snapshot),
-            descs,
-        }))?;
 
         #[cfg(target_os = "linux")]
         registry.register(Box::new(
@@ -507,6 +504,7 @@ impl Metrics {
                 entry.last_good = Some(Arc::new(report.clone()));
             }
         }
+        self.snapshot.changed();
         let result = if report.success { "ok" } else { "failed" };
         for r in ["ok", "failed"] {
             if let Ok(c) = self
@@ -556,6 +554,7 @@ impl Metrics {
     pub fn forget_target(&self, target: &str) {
         write(&self.snapshot.sweeps).remove(target);
         write(&self.snapshot.target_info).remove(target);
+        self.snapshot.changed();
 
         let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(models) = running.remove(target) {
@@ -607,6 +606,7 @@ impl Metrics {
             .collect();
         pairs.extend(extra);
         write(&self.snapshot.target_info).insert(target.to_string(), pairs);
+        self.snapshot.changed();
     }
 
     /// Records the outcome of a configuration reload.
@@ -621,23 +621,37 @@ impl Metrics {
     /// "ttft"): through the gateway minus direct, per percentile.
     pub fn publish_gateway_overhead(&self, pair: &str, quantity: &str, p: &Percentiles) {
         write(&self.snapshot.gateway).insert((pair.to_string(), quantity.to_string()), *p);
+        self.snapshot.changed();
     }
 
     /// Removes every gateway overhead series of `pair`.
     pub fn forget_pair(&self, pair: &str) {
         write(&self.snapshot.gateway).retain(|(p, _), _| p != pair);
+        self.snapshot.changed();
     }
 
     /// Every metric in the text exposition format 0.0.4 ([`TEXT_CONTENT_TYPE`]).
     pub fn encode(&self) -> String {
         let families = self.registry.gather();
-        let mut out = String::new();
-        // The encoder only fails on empty or unnamed families, which the
-        // registry never returns; log rather than lose the whole scrape.
-        if let Err(e) = TextEncoder::new().encode_utf8(&families, &mut out) {
-            tracing::error!(error = %e, "encoding metrics failed");
-        }
+        let results = self.snapshot.text();
+        let mut out = String::with_capacity(results.len() + (1 << 16));
+        encode_into(&families, &mut out);
+        // Distinct family names, so each family stays in one block.
+        out.push_str(&results);
         out
+    }
+
+    /// [`encode`](Self::encode) in two pieces for a response body: the live
+    /// metrics, then the sweep results, shared with every scrape until they
+    /// change instead of copied (megabytes with a hundred targets).
+    pub fn encode_parts(&self) -> [Bytes; 2] {
+        let families = self.registry.gather();
+        let mut live = String::new();
+        encode_into(&families, &mut live);
+        [
+            Bytes::from(live),
+            Bytes::from_owner(SharedText(self.snapshot.text())),
+        ]
     }
 }
 
@@ -707,7 +721,52 @@ fn label(name: &str, value: &str) -> LabelPair {
     pair
 }
 
+/// A rendering lent to a response body.
+struct SharedText(Arc<String>);
+
+impl AsRef<[u8]> for SharedText {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
+/// Appends `families` in the text format.
+fn encode_into(families: &[MetricFamily], out: &mut String) {
+    // The encoder only fails on empty or unnamed families, which are never
+    // built; log rather than lose the whole scrape.
+    if let Err(e) = TextEncoder::new().encode_utf8(families, out) {
+        tracing::error!(error = %e, "encoding metrics failed");
+    }
+}
+
 impl Snapshot {
+    /// Marks the rendering stale; call after every change.
+    fn changed(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The text of every result family, rendered again only after a change.
+    fn text(&self) -> Arc<String> {
+        // Held while rendering, so concurrent scrapes render once.
+        let mut rendered = self.rendered.lock().unwrap_or_else(PoisonError::into_inner);
+        // Read before rendering: a change made meanwhile leaves it stale.
+        let generation = self.generation.load(Ordering::Acquire);
+        if let Some((g, text)) = rendered.as_ref() {
+            if *g == generation {
+                return Arc::clone(text);
+            }
+        }
+        let mut families = Families::default();
+        self.collect_sweeps(&mut families);
+        self.collect_info(&mut families);
+        self.collect_gateway(&mut families);
+        let mut text = String::new();
+        encode_into(&families.into_vec(), &mut text);
+        let text = Arc::new(text);
+        *rendered = Some((generation, Arc::clone(&text)));
+        text
+    }
+
     /// Builds the sweep and capacity families of every target.
     fn collect_sweeps(&self, out: &mut Families) {
         let sweeps = read(&self.sweeps);
@@ -801,20 +860,6 @@ impl Snapshot {
             }
             out.add(&GATEWAY_SAMPLES, &[pair, quantity], p.count as f64);
         }
-    }
-}
-
-impl Collector for SnapshotCollector {
-    fn desc(&self) -> Vec<&Desc> {
-        self.descs.iter().collect()
-    }
-
-    fn collect(&self) -> Vec<MetricFamily> {
-        let mut out = Families::default();
-        self.snapshot.collect_sweeps(&mut out);
-        self.snapshot.collect_info(&mut out);
-        self.snapshot.collect_gateway(&mut out);
-        out.into_vec()
     }
 }
 
@@ -1212,6 +1257,20 @@ mod tests {
             count(&text, "llmprobe_sweep_ttft_seconds", &[("target", "w2")]),
             3
         );
+    }
+
+    #[test]
+    fn results_are_rendered_again_only_after_a_change() {
+        let m = metrics();
+        m.publish_sweep(&report("w1", vec![workload("chat", &[1, 2])]));
+        let first = m.snapshot.text();
+        assert!(Arc::ptr_eq(&first, &m.snapshot.text()), "nothing changed");
+        m.publish_gateway_overhead("gw", "latency", &pct(30, 0.002));
+        let second = m.snapshot.text();
+        assert!(!Arc::ptr_eq(&first, &second));
+        assert!(second.contains("llmprobe_gateway_overhead_seconds{"));
+        m.forget_pair("gw");
+        assert!(!m.encode().contains("llmprobe_gateway_overhead_seconds{"));
     }
 
     #[test]

@@ -2,11 +2,13 @@
 //! `POST /-/reload` and a small index page. Handlers only read shared state
 //! or send a [`Control`] message; the work happens elsewhere.
 
+use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -74,9 +76,10 @@ pub fn router(state: AppState) -> Router {
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {
+    let parts = state.metrics.encode_parts().map(Ok::<_, Infallible>);
     (
         [(header::CONTENT_TYPE, TEXT_CONTENT_TYPE)],
-        state.metrics.encode(),
+        Body::from_stream(futures_util::stream::iter(parts)),
     )
         .into_response()
 }
