@@ -124,12 +124,15 @@ async fn exchange(client: &Client, spec: &RequestSpec<'_>, body: Bytes, sent: In
             }
         }
     }
-    // The pool gets the connection back from a task that runs once the body
-    // has ended; without a turn for it, a caller that sends its next request
-    // at once finds no idle connection and opens another (a sweep at
-    // concurrency 512 against a bursty server held twice as many).
+    // The connection goes back to the pool two task hops after the body is
+    // dropped (its connection task notices, then the pool's return task
+    // runs). A caller sending its next request before then finds no idle
+    // connection and opens another: a sweep at concurrency 512 against the
+    // stub engine ended with 1,017 connections instead of 514 (BENCHMARKS.md).
     drop(resp);
-    tokio::task::yield_now().await;
+    for _ in 0..2 {
+        tokio::task::yield_now().await;
+    }
     stream.into_sample(status)
 }
 

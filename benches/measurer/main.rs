@@ -782,6 +782,13 @@ targets:
     let (before, _) = d.rss_mb();
     let swept = d.first_sweeps(1, Duration::from_secs(300)).await;
     let (after, peak) = d.rss_mb();
+    let port: u16 = stub
+        .addr
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    let pooled = os::connections_to(port);
     drop(d);
     drop(stub);
     let load = os::load1();
@@ -792,6 +799,7 @@ targets:
         check(peak < 64.0)
     );
     println!("| RSS after it | {after:.1} MB | | | {load:.2} |");
+    println!("| connections to the server left in the pool after it | {pooled} | 512 + warm-up | | {load:.2} |");
     let _ = std::fs::remove_dir_all(&dir);
 
     // The exposition of a big deployment, through the daemon's own router.

@@ -57,3 +57,21 @@ pub fn load1() -> f64 {
 pub fn cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
+
+/// Established TCP connections (IPv4, this network namespace) whose remote
+/// end is `port`: the client side of connections to a local server.
+pub fn connections_to(port: u16) -> usize {
+    let Ok(table) = std::fs::read_to_string("/proc/net/tcp") else {
+        return 0;
+    };
+    let remote = format!(":{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // Fields: sl, local, remote, state (01 = ESTABLISHED).
+            f.len() > 3 && f[2].ends_with(&remote) && f[3] == "01"
+        })
+        .count()
+}
