@@ -65,11 +65,16 @@ fn main() {
         }
     }
     let wants = |name: &str| only.as_ref().map_or(true, |o| o.iter().any(|x| x == name));
-    // The same runtime as llmprobe's main: multi-threaded, one worker per core.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    // The same runtime as llmprobe's main: multi-threaded, one worker per
+    // core. MEASURER_RUNTIME=current tries a single-threaded one instead.
+    let runtime = if std::env::var("MEASURER_RUNTIME").as_deref() == Ok("current") {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    }
+    .enable_all()
+    .build()
+    .expect("tokio runtime");
     println!(
         "# llmprobe measurer: {} CPUs, load {:.2} at start, llmprobe {}{}\n",
         os::cpus(),
@@ -390,6 +395,23 @@ async fn level(
     } else {
         None
     };
+    if std::env::var_os("MEASURER_DEBUG").is_some() {
+        if let Some(t) = &truth {
+            // Which round of the closed loop the fresh connections came in.
+            let mut rounds = std::collections::BTreeMap::new();
+            for (id, r) in &t.requests {
+                if r.fresh_connection {
+                    let i: usize = id
+                        .rsplit('-')
+                        .next()
+                        .and_then(|x| x.parse().ok())
+                        .unwrap_or(0);
+                    *rounds.entry(i / concurrency).or_insert(0) += 1;
+                }
+            }
+            eprintln!("  {tag}: fresh connections by round {rounds:?}");
+        }
+    }
     Level {
         samples,
         wall,

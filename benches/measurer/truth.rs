@@ -45,6 +45,9 @@ pub struct Truth {
     /// From the request reaching the socket to the server reading it: the
     /// server's own queueing, which a server timing from its read would miss.
     pub read_delay_ns: u64,
+    /// Whether the request came on a connection opened for it.
+    #[serde(default)]
+    pub fresh_connection: bool,
 }
 
 impl Truth {
@@ -92,6 +95,7 @@ async fn connection(mut sock: TcpStream, pace: Pace, records: Records) -> std::i
     set_timestamps(sock.as_raw_fd())?;
     let mut buf: Vec<u8> = Vec::with_capacity(8192);
     let mut arrived = None;
+    let mut fresh = true;
     loop {
         let head_end = loop {
             if let Some(p) = find(&buf, b"\r\n\r\n") {
@@ -134,6 +138,7 @@ async fn connection(mut sock: TcpStream, pace: Pace, records: Records) -> std::i
         } else if head.starts_with("POST") && path.ends_with("/chat/completions") {
             let (id, mut truth) = stream(&mut sock, &body, pace, received).await?;
             truth.read_delay_ns = (read - received).as_nanos() as u64;
+            truth.fresh_connection = std::mem::take(&mut fresh);
             records.lock().unwrap().requests.insert(id, truth);
         } else {
             sock.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
@@ -176,6 +181,7 @@ async fn stream(
     let mut truth = Truth {
         writes_ns: Vec::with_capacity(tokens as usize),
         read_delay_ns: 0,
+        fresh_connection: false,
     };
     for i in 0..tokens {
         match pace {
