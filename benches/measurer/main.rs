@@ -513,12 +513,9 @@ async fn accuracy(client: &Client, scale: usize) {
         let (s50, s99) = p50_p99(&mut e.server_ttft);
         let jitter = s99 - s50;
         let (r50, r99) = p50_p99(&mut e.read_delay);
-        let met = t50 <= 0.3
-            && if c <= 64 {
-                t99 <= 1.5
-            } else {
-                t99 <= jitter.max(1.5)
-            };
+        // Literal reading of the target: above 64, p99 within the server's
+        // own jitter, even when that jitter is under 1.5 ms.
+        let met = t50 <= 0.3 && if c <= 64 { t99 <= 1.5 } else { t99 <= jitter };
         println!(
             "| {c} | {} | {t50:.3} | {t99:.3} | {i50:.3} | {i99:.3} | {s50:.3} | {jitter:.3} | {r50:.3} / {r99:.3} | {} | {} | {} | {:.2} |",
             l.samples.len(),
