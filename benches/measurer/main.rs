@@ -920,7 +920,7 @@ async fn engine(client: &Client, scale: usize) {
     ];
     for (name, args, c) in cases {
         let server = Server::simulator(args).await;
-        let n = (4 * c / scale).max(c);
+        let n = (4 * c).max(1024) / scale;
         let l = level(client, &server, c, n, 256, "engine").await;
         let rate = l.chunks as f64 / l.wall.as_secs_f64();
         let server_per = l.server_cpu.as_secs_f64() / l.chunks.max(1) as f64;

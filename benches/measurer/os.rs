@@ -17,17 +17,21 @@ pub fn self_cpu() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
-/// User + system CPU time of another process, from `/proc/PID/stat`.
+/// CPU time of another process, summed over its threads from
+/// `/proc/PID/task/*/schedstat` (nanoseconds; `/proc/PID/stat` counts in
+/// 10 ms ticks, too coarse for a level that lasts a tenth of a second).
 pub fn process_cpu(pid: u32) -> Option<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces; fields after it are plain.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split(' ').collect();
-    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 here.
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    Some(Duration::from_nanos(ticks * 1_000_000_000 / hz))
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut nanos = 0u64;
+    for task in tasks.flatten() {
+        let stat = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
+        nanos += stat
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    Some(Duration::from_nanos(nanos))
 }
 
 /// Resident and peak resident memory of a process in bytes (VmRSS, VmHWM).
