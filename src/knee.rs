@@ -61,6 +61,7 @@ mod tests {
             wall_seconds: 1.0,
             token_source: "usage",
             streams_without_finish_reason: 0,
+            error_examples: Default::default(),
             within_slo,
         }
     }

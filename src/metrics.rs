@@ -908,6 +908,7 @@ mod tests {
             wall_seconds: 10.0,
             token_source: "usage",
             streams_without_finish_reason: 0,
+            error_examples: Default::default(),
             within_slo: true,
         }
     }

@@ -56,6 +56,9 @@ pub struct LevelSummary {
     pub token_source: &'static str,
     /// Completed streams that ended without a `finish_reason`.
     pub streams_without_finish_reason: u64,
+    /// The first error message of each failed outcome in the level, so that a
+    /// sweep can say what went wrong without one log line per request.
+    pub error_examples: std::collections::BTreeMap<&'static str, String>,
     /// Whether the level stayed within the SLO.
     pub within_slo: bool,
 }

@@ -47,8 +47,14 @@ pub fn summarize_level(
 ) -> LevelSummary {
     let mut outcomes: BTreeMap<&'static str, u64> =
         Outcome::ALL.iter().map(|o| (o.as_str(), 0)).collect();
+    let mut error_examples: BTreeMap<&'static str, String> = BTreeMap::new();
     for s in samples {
         *outcomes.entry(s.outcome.as_str()).or_default() += 1;
+        if let (true, Some(e)) = (s.outcome != Outcome::Ok, &s.error) {
+            error_examples
+                .entry(s.outcome.as_str())
+                .or_insert_with(|| e.clone());
+        }
     }
     let ok: Vec<&Sample> = samples
         .iter()
@@ -114,6 +120,7 @@ pub fn summarize_level(
         wall_seconds,
         token_source,
         streams_without_finish_reason: ok.iter().filter(|s| !s.finish_reason_seen).count() as u64,
+        error_examples,
         within_slo,
     }
 }

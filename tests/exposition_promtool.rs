@@ -55,6 +55,7 @@ fn level(concurrency: u32, prompt_scale: f64) -> LevelSummary {
         wall_seconds: 12.5,
         token_source: "usage",
         streams_without_finish_reason: 0,
+        error_examples: Default::default(),
         within_slo: concurrency < 8,
     }
 }
