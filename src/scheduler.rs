@@ -176,7 +176,8 @@ fn stagger_gap(schedule: &Schedule, n: usize) -> Duration {
 
 /// The interval with up to `jitter` of it added at random.
 pub fn jittered(interval: Duration, jitter: f64, unit_random: f64) -> Duration {
-    interval + interval.mul_f64(jitter * unit_random)
+    // Saturating: an interval near Duration::MAX must not panic the loop.
+    interval.saturating_add(interval.mul_f64(jitter * unit_random))
 }
 
 async fn target_loop(

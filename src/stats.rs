@@ -215,4 +215,18 @@ mod tests {
         close(l.error_ratio, 1.0);
         assert_eq!(l.latency_seconds.p95, None);
     }
+
+    #[test]
+    fn error_examples_keep_the_first_message_of_each_failed_outcome() {
+        let samples = vec![
+            ok(10, 100, 5),
+            Sample::failed(Outcome::Timeout, None, "first timeout"),
+            Sample::failed(Outcome::Timeout, None, "second timeout"),
+            Sample::failed(Outcome::Shed, Some(503), "HTTP 503: busy"),
+        ];
+        let l = summarize_level(1, &samples, Duration::from_secs(1), &slo(1000));
+        assert_eq!(l.error_examples.len(), 2);
+        assert_eq!(l.error_examples["timeout"], "first timeout");
+        assert_eq!(l.error_examples["shed"], "HTTP 503: busy");
+    }
 }

@@ -13,7 +13,7 @@ use llmprobe::report::SweepReport;
 use llmprobe::sweep::{Observer, SweepEnv};
 use llmprobe::{client, config, endpoint, sweep};
 use support::raw::{self, content, finish, good_stream, response, usage, DONE, SSE_HEAD};
-use support::{start, write_config, Behavior};
+use support::{metric, start, write_config, Behavior};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -624,17 +624,6 @@ impl std::io::Write for Logs {
     }
 }
 
-fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    text.lines()
-        .filter(|l| l.starts_with(&format!("{name}{{")))
-        .find(|l| {
-            labels
-                .iter()
-                .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
-        })
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn daemon_keeps_measuring_counts_outcomes_and_logs_once_per_sweep() {
     // The only test in this binary that installs a subscriber (global,
@@ -650,6 +639,8 @@ async fn daemon_keeps_measuring_counts_outcomes_and_logs_once_per_sweep() {
     let bad = raw::start(|mut c| async move {
         if c.read_request().await.is_some() {
             c.write(format!("{SSE_HEAD}{}", content("a"))).await;
+            // Let the client read what came before the reset.
+            tokio::time::sleep(Duration::from_millis(50)).await;
             c.reset();
         }
     })
