@@ -42,6 +42,8 @@ printf '%8d %10d %8d\n' 0 "$start_rss" "$(sweeps)"
 min_rss=$start_rss max_rss=$start_rss
 rss_at_60=""
 sweeps_at_60=""
+rss_at_half=""
+sweeps_at_half=""
 started=$SECONDS
 while ((SECONDS - started < duration)); do
     sleep 10
@@ -53,6 +55,9 @@ while ((SECONDS - started < duration)); do
     if [[ -z $rss_at_60 && $elapsed -ge 60 ]]; then
         rss_at_60=$rss sweeps_at_60=$n
     fi
+    if [[ -z $rss_at_half && $elapsed -ge $((duration / 2)) ]]; then
+        rss_at_half=$rss sweeps_at_half=$n
+    fi
 done
 end_rss=$(rss_kib)
 end_sweeps=$(sweeps)
@@ -63,5 +68,8 @@ if [[ -n $rss_at_60 && $end_sweeps -gt $sweeps_at_60 ]]; then
     # After the first minute (allocator and pools warmed up) memory should be flat.
     echo "after 60 s: RSS ${rss_at_60} KiB at ${sweeps_at_60} sweeps -> ${end_rss} KiB at ${end_sweeps} sweeps" \
         "($(((end_rss - rss_at_60) * 1000 / (end_sweeps - sweeps_at_60))) KiB per 1000 sweeps)"
+fi
+if [[ -n $rss_at_half && $end_sweeps -gt $sweeps_at_half ]]; then
+    echo "second half: RSS ${rss_at_half} KiB at ${sweeps_at_half} sweeps -> ${end_rss} KiB at ${end_sweeps} sweeps"
 fi
 echo "log lines: $(wc -l <"$log") ($(grep -c 'sweep finished\|sweep failed' "$log") sweep lines)"

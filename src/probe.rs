@@ -259,26 +259,22 @@ impl<'k> StreamState<'k> {
     }
 }
 
-/// Why this event fails the request, if it does: data that is not a chunk,
-/// an `error` field, or an `event: error` (whatever its data says).
+/// Why this event fails the request, if it does: an `error` field, an
+/// `event: error` (whatever its data says), or data that is not a chunk.
 fn failure(
     event: Option<&[u8]>,
     data: &[u8],
     parsed: &Result<Chunk, chunk::ChunkError>,
 ) -> Option<String> {
     match parsed {
-        Err(_) if event == Some(b"error") => Some(format!(
-            "error event in stream: {}",
-            one_line(&String::from_utf8_lossy(data), 200)
-        )),
-        Err(e) => Some(format!("bad chunk: {e}")),
         Ok(Chunk::Data(ChunkInfo {
             error: Some(err), ..
-        })) => Some(format!("error event in stream: {err}")),
-        Ok(_) if event == Some(b"error") => Some(format!(
+        })) => Some(format!("error event in stream: {}", one_line(err, 200))),
+        _ if event == Some(b"error") => Some(format!(
             "error event in stream: {}",
             one_line(&String::from_utf8_lossy(data), 200)
         )),
+        Err(e) => Some(format!("bad chunk: {}", one_line(&e.to_string(), 200))),
         Ok(_) => None,
     }
 }
@@ -327,9 +323,16 @@ fn redact<'a>(bytes: &'a [u8], secret: &[u8]) -> Cow<'a, [u8]> {
     Cow::Owned(out)
 }
 
-/// Collapses whitespace and truncates, for log-friendly error bodies.
+/// Collapses whitespace, replaces other control characters (a server's text
+/// must not put terminal escapes into a log) and truncates.
 fn one_line(text: &str, max_chars: usize) -> String {
-    let collapsed: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let collapsed: String = text
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .map(|c| if c.is_control() { '\u{FFFD}' } else { c })
+        .collect();
     if collapsed.chars().count() > max_chars {
         let cut: String = collapsed.chars().take(max_chars).collect();
         format!("{cut}...")
@@ -350,6 +353,16 @@ mod tests {
             b"Bearer [redacted] and [redacted][redacted]"
         );
         assert!(matches!(redact(b"anything", b""), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn one_line_keeps_server_text_off_the_terminal() {
+        assert_eq!(one_line("a\n b\r\n\tc", 10), "a b c");
+        assert_eq!(one_line("red \x1b[31mtext", 50), "red \u{FFFD}[31mtext");
+        assert_eq!(one_line("abcdef", 3), "abc...");
+        let data = br#"{"error":{"message":"line one\nline two \u001b[2J"}}"#;
+        let msg = failure(None, data, &chunk::interpret(data)).unwrap();
+        assert_eq!(msg, "error event in stream: line one line two \u{FFFD}[2J");
     }
 
     #[test]
