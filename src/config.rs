@@ -17,6 +17,18 @@ use crate::secret::Secret;
 /// Where the config is read from when no `--config` is given.
 pub const DEFAULT_PATH: &str = "config/llmprobe.yaml";
 
+// Upper bounds, so that a typo is an error at load rather than a panic or an
+// exhausted memory later: a level runs one task per request in flight and
+// keeps one sample per request, and the interval is added to clock times.
+/// Highest concurrency level.
+pub const MAX_LEVEL: u32 = 10_000;
+/// Most requests in one level (or warm-up).
+pub const MAX_REQUESTS_PER_LEVEL: u64 = 1_000_000;
+/// Longest interval between two sweeps.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(365 * 24 * 3600);
+/// Largest API key file read.
+pub const MAX_KEY_FILE_BYTES: u64 = 64 << 10;
+
 // ---------------------------------------------------------------------------
 // The file as written (strict: unknown keys are errors).
 // ---------------------------------------------------------------------------
@@ -578,6 +590,8 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
     let s = &file.schedule;
     if s.interval < Duration::from_millis(100) {
         bad("schedule.interval", "must be at least 100ms".into());
+    } else if s.interval > MAX_INTERVAL {
+        bad("schedule.interval", "must be at most 365days".into());
     }
     if s.max_in_flight_total == 0 {
         bad("schedule.max_in_flight_total", "must be at least 1".into());
@@ -773,10 +787,28 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
             },
             (None, Some(f)) => {
                 let expanded = expand_credentials_dir(f, env);
-                match std::fs::read_to_string(&expanded) {
-                    Ok(v) if !v.trim().is_empty() => Some(Secret::new(v.trim().to_string())),
-                    Ok(_) => {
+                // Bounded, and never quoted: the content is the secret.
+                let read = prompts::read_limited(Path::new(&expanded), MAX_KEY_FILE_BYTES);
+                match read.map(|b| b.map(String::from_utf8)) {
+                    Ok(Some(Ok(v))) if !v.trim().is_empty() => {
+                        Some(Secret::new(v.trim().to_string()))
+                    }
+                    Ok(Some(Ok(_))) => {
                         bad(&k("api_key_file"), format!("`{expanded}` is empty"));
+                        None
+                    }
+                    Ok(Some(Err(_))) => {
+                        bad(
+                            &k("api_key_file"),
+                            format!("`{expanded}` is not UTF-8 text"),
+                        );
+                        None
+                    }
+                    Ok(None) => {
+                        bad(
+                            &k("api_key_file"),
+                            format!("`{expanded}` is larger than {MAX_KEY_FILE_BYTES} bytes"),
+                        );
                         None
                     }
                     Err(e) => {
@@ -815,6 +847,14 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
 
         let o = t;
         let warmup_requests = o.warmup_requests.or(d.warmup_requests).unwrap_or(2);
+        if u64::from(warmup_requests) > MAX_REQUESTS_PER_LEVEL {
+            let wk = if o.warmup_requests.is_some() {
+                k("warmup_requests")
+            } else {
+                "defaults.warmup_requests".into()
+            };
+            bad(&wk, format!("must be at most {MAX_REQUESTS_PER_LEVEL}"));
+        }
         let mut levels = o
             .levels
             .clone()
@@ -829,6 +869,8 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
             bad(&levels_key, "is empty".into());
         } else if levels.contains(&0) {
             bad(&levels_key, "a level must be at least 1".into());
+        } else if levels.iter().any(|&l| l > MAX_LEVEL) {
+            bad(&levels_key, format!("a level must be at most {MAX_LEVEL}"));
         } else if levels.windows(2).any(|w| w[1] <= w[0]) {
             bad(
                 &levels_key,
@@ -856,6 +898,28 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
             .min_requests_per_level
             .or(d.min_requests_per_level)
             .unwrap_or(8);
+        if let Some(&top) = levels.iter().filter(|&&l| l <= MAX_LEVEL).max() {
+            let n = requests_per_level.count(top, min_requests_per_level);
+            if n > MAX_REQUESTS_PER_LEVEL {
+                let (field, set_here) =
+                    if u64::from(min_requests_per_level) > MAX_REQUESTS_PER_LEVEL {
+                        ("min_requests_per_level", o.min_requests_per_level.is_some())
+                    } else {
+                        ("requests_per_level", o.requests_per_level.is_some())
+                    };
+                let rk = if set_here {
+                    k(field)
+                } else {
+                    format!("defaults.{field}")
+                };
+                bad(
+                    &rk,
+                    format!(
+                        "gives {n} requests at concurrency {top}, more than {MAX_REQUESTS_PER_LEVEL}"
+                    ),
+                );
+            }
+        }
         let request_timeout = o
             .request_timeout
             .or(d.request_timeout)
@@ -1200,6 +1264,32 @@ targets:
         );
         assert!(e.contains("llmprobe.yaml"), "{e}");
         assert!(e.contains("max_concurency"), "{e}");
+    }
+
+    #[test]
+    fn sizes_that_would_exhaust_memory_or_overflow_are_rejected() {
+        let y = GOOD
+            .replace("interval: 30s", "interval: 580000000000y")
+            .replace("levels: [1, 2, 4]", "levels: [1, 2, 40000]")
+            .replace("max_concurrency: 2", "requests_per_level: 1e300x")
+            .replace("requests_per_level: 2x", "warmup_requests: 4000000");
+        let e = problems(&y, &[("KEY", "k")]);
+        assert!(
+            e.contains("schedule.interval: must be at most 365days"),
+            "{e}"
+        );
+        assert!(
+            e.contains("defaults.levels: a level must be at most 10000"),
+            "{e}"
+        );
+        assert!(
+            e.contains("defaults.warmup_requests: must be at most 1000000"),
+            "{e}"
+        );
+        assert!(
+            e.contains("targets[0] (w1).requests_per_level: gives 18446744073709551615 requests at concurrency 2"),
+            "{e}"
+        );
     }
 
     #[test]
