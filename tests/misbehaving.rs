@@ -219,7 +219,7 @@ async fn stall_before_headers_is_a_timeout() {
     let h = Harness::new();
     let r = h.expect(&s.base_url(), "1s", "timeout").await;
     assert!(r.success, "a timeout is a measurement, not a failed sweep");
-    assert_eq!(s.requests().len() as u64, PER_LEVEL);
+    assert_eq!(s.chat_requests().len() as u64, PER_LEVEL);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

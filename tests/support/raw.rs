@@ -138,6 +138,13 @@ impl RawServer {
     pub fn requests(&self) -> Vec<String> {
         self.seen.lock().unwrap().clone()
     }
+
+    /// Heads of the chat-completions requests (setup discovery's GETs left out).
+    pub fn chat_requests(&self) -> Vec<String> {
+        let mut heads = self.requests();
+        heads.retain(|h| h.starts_with("POST "));
+        heads
+    }
 }
 
 impl Drop for RawServer {
