@@ -140,41 +140,13 @@ impl Fleet {
     /// taken yet, kept when this shard owns them. Gateway pairs follow their
     /// targets (a pair and its two targets are placed together).
     pub fn view(&mut self, config: &Config) -> Config {
-        let mut known: Vec<(&Arc<Target>, &'static str)> =
-            config.targets.iter().map(|t| (t, SOURCE_STATIC)).collect();
-        let mut names: BTreeSet<&str> = config.targets.iter().map(|t| t.name.as_str()).collect();
-        let mut duplicates = BTreeSet::new();
-        if let Some(w) = &self.watcher {
-            for (path, t) in w.targets() {
-                if names.insert(t.name.as_str()) {
-                    known.push((t, SOURCE_FILE_SD));
-                } else {
-                    duplicates.insert(format!("{} ({})", t.name, path.display()));
-                }
-            }
-        }
+        let (placed, duplicates) = placements(self.watcher.as_ref(), config);
         for d in duplicates.difference(&self.reported_duplicates) {
             tracing::warn!(target_name = %d, "file_sd: a target of this name is already defined (static targets win, then files in path order); this one is skipped");
         }
         self.reported_duplicates = duplicates;
-
         let s = config.fleet.shard;
-        let links: Vec<(&str, &str)> = config
-            .gateway_pairs
-            .iter()
-            .map(|p| (p.direct.as_str(), p.through.as_str()))
-            .collect();
-        let keys = shard::placement_keys(known.iter().map(|(t, _)| t.name.as_str()), &links);
-        let placed: Vec<(&Arc<Target>, &str, u32)> = known
-            .iter()
-            .map(|(t, source)| {
-                let key = keys
-                    .get(t.name.as_str())
-                    .copied()
-                    .unwrap_or(t.name.as_str());
-                (*t, *source, shard::owner(key, s.count))
-            })
-            .collect();
+        let known = placed.len();
         let owned: Vec<Arc<Target>> = placed
             .iter()
             .filter(|(_, _, o)| *o == s.index)
@@ -187,7 +159,7 @@ impl Fleet {
                 .collect();
             m.set_fleet(&series, s.index, s.count, owned.len());
         }
-        let share = (owned.len(), known.len());
+        let share = (owned.len(), known);
         if self.last_share != Some(share) && (s.count > 1 || config.fleet.file_sd.is_some()) {
             tracing::info!(
                 shard = s.index,
@@ -222,6 +194,49 @@ impl Fleet {
             .unwrap_or_default()
     }
 }
+
+/// Every known target with its source and the shard that owns it:
+/// static targets, then discovered ones whose name is not taken yet; and
+/// the names (with their file) skipped as duplicates.
+fn placements<'a>(
+    watcher: Option<&'a Watcher>,
+    config: &'a Config,
+) -> (Vec<Placed<'a>>, BTreeSet<String>) {
+    let mut known: Vec<(&Arc<Target>, &'static str)> =
+        config.targets.iter().map(|t| (t, SOURCE_STATIC)).collect();
+    let mut names: BTreeSet<&str> = config.targets.iter().map(|t| t.name.as_str()).collect();
+    let mut duplicates = BTreeSet::new();
+    if let Some(w) = watcher {
+        for (path, t) in w.targets() {
+            if names.insert(t.name.as_str()) {
+                known.push((t, SOURCE_FILE_SD));
+            } else {
+                duplicates.insert(format!("{} ({})", t.name, path.display()));
+            }
+        }
+    }
+    let links: Vec<(&str, &str)> = config
+        .gateway_pairs
+        .iter()
+        .map(|p| (p.direct.as_str(), p.through.as_str()))
+        .collect();
+    let keys = shard::placement_keys(known.iter().map(|(t, _)| t.name.as_str()), &links);
+    let count = config.fleet.shard.count;
+    let placed = known
+        .into_iter()
+        .map(|(t, source)| {
+            let key = keys
+                .get(t.name.as_str())
+                .copied()
+                .unwrap_or(t.name.as_str());
+            (t, source, shard::owner(key, count))
+        })
+        .collect();
+    (placed, duplicates)
+}
+
+/// A known target, its source and its owning shard.
+type Placed<'a> = (&'a Arc<Target>, &'static str, u32);
 
 /// A deadline that never comes (tokio's sleep_until needs one).
 fn far_future() -> Instant {
@@ -291,14 +306,31 @@ pub fn explain(config: &Config) -> String {
             }
         }
     }
-    let total = config.targets.len()
-        + fleet.watcher.as_ref().map_or(0, |w| {
-            let statics: BTreeSet<&str> = config.targets.iter().map(|t| t.name.as_str()).collect();
-            let mut seen = BTreeSet::new();
-            w.targets()
-                .filter(|(_, t)| !statics.contains(t.name.as_str()) && seen.insert(t.name.as_str()))
-                .count()
-        });
+    let (placed, duplicates) = placements(fleet.watcher.as_ref(), config);
+    let total = placed.len();
+    for (t, source, owner) in &placed {
+        if *source != SOURCE_FILE_SD {
+            continue;
+        }
+        let url = match &t.endpoint {
+            crate::config::Endpoint::Url(u) => u.as_str(),
+            crate::config::Endpoint::Simulator(_) => "simulator",
+        };
+        let _ = writeln!(
+            out,
+            "  discovered {}: {url} model {}{}",
+            t.name,
+            t.model,
+            if s.count > 1 {
+                format!(", shard {owner}")
+            } else {
+                String::new()
+            }
+        );
+    }
+    for d in &duplicates {
+        let _ = writeln!(out, "  duplicate name, skipped: {d}");
+    }
     if s.count > 1 || config.fleet.file_sd.is_some() {
         let _ = writeln!(
             out,

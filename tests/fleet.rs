@@ -4,8 +4,11 @@
 //! target measured by exactly one instance, with the fleet recording rules
 //! and the "unmeasured target" alert agreeing.
 //!
-//! Needs `prometheus` (Debian package `prometheus`, or set `PROMETHEUS` to a
-//! binary); the test fails, saying so, when it is missing.
+//! Also checks the files of `deploy/prometheus/` with promtool.
+//!
+//! Needs `prometheus` and `promtool` (Debian package `prometheus`, or set
+//! `PROMETHEUS` / `PROMTOOL` to the binaries); the tests fail, saying so,
+//! when they are missing.
 
 mod support;
 
@@ -353,4 +356,80 @@ async fn two_hundred_targets_three_instances_each_measured_exactly_once() {
         let _ = std::fs::remove_dir_all(c.parent().unwrap());
     }
     eprintln!("done in {:?}", started.elapsed());
+}
+
+fn promtool(args: &[&str]) -> std::process::Output {
+    let tool = std::env::var("PROMTOOL").unwrap_or_else(|_| "promtool".into());
+    Command::new(&tool)
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run `{tool}` ({e}): install Debian's `prometheus` package \
+                 (apt-get install -y prometheus) or set PROMTOOL"
+            )
+        })
+}
+
+fn assert_ok(what: &str, out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{what}: {}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn deploy_prometheus_files_pass_promtool() {
+    let check = promtool(&["check", "rules", "deploy/prometheus/recording.yml"]);
+    assert_ok(
+        "promtool check rules deploy/prometheus/recording.yml",
+        &check,
+    );
+    let test = promtool(&["test", "rules", "deploy/prometheus/recording_test.yml"]);
+    assert_ok(
+        "promtool test rules deploy/prometheus/recording_test.yml",
+        &test,
+    );
+    let scrape = promtool(&["check", "config", "deploy/prometheus/scrape-static.yml"]);
+    assert_ok(
+        "promtool check config deploy/prometheus/scrape-static.yml",
+        &scrape,
+    );
+    let k8s = promtool(&["check", "config", "deploy/prometheus/scrape-kubernetes.yml"]);
+    let stderr =
+        String::from_utf8_lossy(&k8s.stderr).to_string() + &String::from_utf8_lossy(&k8s.stdout);
+    if stderr.contains("field kubernetes_sd_configs not found") {
+        // Debian builds Prometheus without Kubernetes discovery; check what
+        // can be checked without it.
+        eprintln!("promtool here lacks kubernetes_sd_configs: checking scrape-kubernetes.yml's structure only");
+        let doc = &yaml_rust2::YamlLoader::load_from_str(
+            &std::fs::read_to_string(repo().join("deploy/prometheus/scrape-kubernetes.yml"))
+                .unwrap(),
+        )
+        .unwrap()[0];
+        let job = &doc["scrape_configs"][0];
+        assert_eq!(job["job_name"].as_str(), Some("llmprobe"));
+        assert_eq!(
+            job["kubernetes_sd_configs"][0]["role"].as_str(),
+            Some("pod")
+        );
+        for f in doc["rule_files"].as_vec().unwrap() {
+            assert!(
+                repo()
+                    .join("deploy/prometheus")
+                    .join(f.as_str().unwrap())
+                    .is_file(),
+                "{f:?}"
+            );
+        }
+    } else {
+        assert_ok(
+            "promtool check config deploy/prometheus/scrape-kubernetes.yml",
+            &k8s,
+        );
+    }
 }
