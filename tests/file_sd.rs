@@ -6,7 +6,6 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use llmprobe::config::{self, Config, Endpoint, ProcessEnv};
@@ -15,11 +14,8 @@ use support::{metric, start, write_config, Behavior, Daemon};
 
 /// Tests that set `LLMPROBE__*` or `HOSTNAME` hold this, as does every test
 /// that loads a config with environment overrides, so none sees another's.
-static ENV: Mutex<()> = Mutex::new(());
-
-fn env_lock() -> std::sync::MutexGuard<'static, ()> {
-    ENV.lock().unwrap_or_else(|e| e.into_inner())
-}
+/// (A tokio mutex: the daemon test holds it across awaits.)
+static ENV: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn config_text(file_sd: &str, static_targets: &str) -> String {
     format!(
@@ -264,7 +260,7 @@ fn config_problems_name_the_key() {
 
 #[test]
 fn shard_settings_come_from_the_environment_too() {
-    let _env = env_lock();
+    let _env = ENV.blocking_lock();
     let path = write_config(&config_text("", "[]"));
     // SAFETY of the environment: every test that reads it holds ENV.
     std::env::set_var("LLMPROBE__SHARD__INDEX", "2");
@@ -285,7 +281,7 @@ fn shard_settings_come_from_the_environment_too() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn daemon_refreshes_reloads_and_counts_read_errors() {
-    let _env = env_lock();
+    let _env = ENV.lock().await;
     let server = start(Behavior::default()).await;
     let yaml = |shard: &str| {
         config_text(
