@@ -1040,6 +1040,94 @@ mod tests {
         assert!(parse(&deep_block, Format::Yaml).is_err());
     }
 
+    /// Log lines written while `f` runs.
+    fn logged(f: impl FnOnce()) -> String {
+        use std::sync::{Arc, Mutex};
+        #[derive(Clone)]
+        struct Buf(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buf {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Buf(Arc::new(Mutex::new(Vec::new())));
+        let writer = buf.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::with_default(subscriber, f);
+        let out = buf.0.lock().unwrap().clone();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_failing_file_is_logged_once_per_failure_and_counted_every_read() {
+        let dir = std::env::temp_dir().join(format!(
+            "llmprobe-file-sd-{}-{}",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("t.json");
+        let workload = Arc::new(Workload {
+            name: "chat".into(),
+            max_completion_tokens: 4,
+            temperature: 0.0,
+            prompts: vec![crate::prompts::Prompt::user("hi")],
+        });
+        let config = Arc::new(FileSdConfig {
+            patterns: vec![pattern("*.json", &dir).unwrap()],
+            refresh_interval: Duration::from_secs(1),
+            template: TemplateFile {
+                model: Some("m".into()),
+                ..Default::default()
+            },
+            defaults: DefaultsFile {
+                workload: Some("chat".into()),
+                ..Default::default()
+            },
+            workloads: [("chat".to_string(), workload)].into_iter().collect(),
+        });
+        let mut w = Watcher::new(config);
+        let env = crate::config::ProcessEnv;
+        std::fs::write(&file, r#"[{"targets": ["h:1"]}]"#).unwrap();
+        assert!(w.refresh(false, &env).changed);
+
+        std::fs::write(&file, "[{").unwrap();
+        let mut failed = 0;
+        let log = logged(|| {
+            for _ in 0..5 {
+                let r = w.refresh(false, &env);
+                assert!(!r.changed);
+                failed += r.failed.len();
+            }
+        });
+        assert_eq!(failed, 5, "every read of a failing file counts");
+        assert_eq!(log.matches("cannot use the file").count(), 1, "{log}");
+        assert_eq!(
+            w.targets().count(),
+            1,
+            "the targets of the last good read stay"
+        );
+
+        let log = logged(|| {
+            std::fs::write(&file, r#"[{"targets": ["h:1", "h:2"]}]"#).unwrap();
+            assert!(w.refresh(false, &env).changed);
+            std::fs::write(&file, "nonsense").unwrap();
+            w.refresh(false, &env);
+            w.refresh(false, &env);
+        });
+        assert_eq!(log.matches("file readable again").count(), 1, "{log}");
+        assert_eq!(log.matches("cannot use the file").count(), 1, "{log}");
+        assert_eq!(w.targets().count(), 2);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
     fn template(yaml: &str) -> TemplateFile {
         serde_json::from_value(yaml_value(yaml).unwrap()).unwrap()
     }

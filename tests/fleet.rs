@@ -185,7 +185,7 @@ fn instance_config(index: u32) -> String {
     format!(
         r#"
 listen: "127.0.0.1:0"
-schedule: {{ interval: 2s, jitter: 10%, max_in_flight_total: 32, sweep_timeout: 20s }}
+schedule: {{ interval: 1s, jitter: 10%, max_in_flight_total: 32, sweep_timeout: 20s }}
 defaults:
   workload: chat
   warmup_requests: 0
