@@ -62,6 +62,7 @@ mod tests {
             token_source: "usage",
             tokens_per_content_chunk: None,
             streams_without_finish_reason: 0,
+            error_examples: Default::default(),
             within_slo,
         }
     }

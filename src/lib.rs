@@ -30,6 +30,11 @@ pub mod stats;
 pub mod sweep;
 pub mod web;
 
+// Fleets: targets discovered from files, sharded over instances.
+pub mod file_sd;
+pub mod fleet;
+pub mod shard;
+
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -116,7 +121,9 @@ pub async fn run(
     });
 
     let mut scheduler = Scheduler::new(metrics.clone(), client, statuses);
-    scheduler.apply(&config);
+    let mut fleet = fleet::Fleet::new(Some(metrics::FleetMetrics::new(&registry)?));
+    fleet.configure(&config);
+    scheduler.apply(&fleet.view(&config));
     metrics.config_reloaded(true);
     let mut current = config;
     ready.store(true, Ordering::SeqCst);
@@ -128,10 +135,15 @@ pub async fn run(
         tokio::select! {
             _ = shutdown.cancelled() => break,
             Some(signals::Signal::Reload) = reload.recv() => {
-                let _ = reload_config(path, &mut current, &mut scheduler, &metrics);
+                let _ = reload_config(path, &mut current, &mut scheduler, &mut fleet, &metrics);
             }
             Some(server::Control::Reload { reply }) = control_rx.recv() => {
-                let _ = reply.send(reload_config(path, &mut current, &mut scheduler, &metrics));
+                let _ = reply.send(reload_config(path, &mut current, &mut scheduler, &mut fleet, &metrics));
+            }
+            _ = tokio::time::sleep_until(fleet.next_refresh()) => {
+                if fleet.refresh() {
+                    scheduler.apply(&fleet.view(&current));
+                }
             }
             _ = watchdog.tick() => {
                 let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Watchdog]);
@@ -159,6 +171,7 @@ fn reload_config(
     path: &Path,
     current: &mut Config,
     scheduler: &mut Scheduler,
+    fleet: &mut fleet::Fleet,
     metrics: &metrics::Metrics,
 ) -> Result<(), String> {
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Reloading]);
@@ -167,7 +180,8 @@ fn reload_config(
             if new.listen != current.listen {
                 tracing::warn!(listen = %new.listen, "`listen` changes take effect only after a restart");
             }
-            scheduler.apply(&new);
+            fleet.configure(&new);
+            scheduler.apply(&fleet.view(&new));
             tracing::info!(targets = new.targets.len(), "configuration reloaded");
             *current = new;
             metrics.config_reloaded(true);
@@ -202,6 +216,9 @@ pub async fn sweep_once(
     only: &[String],
     progress: bool,
 ) -> anyhow::Result<Vec<SweepReport>> {
+    // Discovered targets too, and only this instance's shard, as the daemon.
+    let view = fleet::view_once(config);
+    let config = &view;
     for name in only {
         if !config.targets.iter().any(|t| &t.name == name) {
             anyhow::bail!("no target named `{name}` in {}", config.path.display());
@@ -283,6 +300,7 @@ pub fn explain(config: &Config) -> String {
         s.max_in_flight_total,
         humantime::format_duration(s.sweep_timeout)
     );
+    out.push_str(&fleet::explain(config));
     for t in &config.targets {
         let endpoint = match &t.endpoint {
             config::Endpoint::Url(u) => u.clone(),

@@ -863,6 +863,144 @@ impl Snapshot {
     }
 }
 
+/// Metrics of target discovery from files and of sharding (see `fleet`),
+/// registered next to [`Metrics`] on the same registry.
+pub struct FleetMetrics {
+    read_errors: IntCounterVec,
+    file_targets: prometheus::IntGaugeVec,
+    file_invalid: prometheus::IntGaugeVec,
+    fleet_target: prometheus::IntGaugeVec,
+    shard_targets: prometheus::IntGaugeVec,
+    shard_info: prometheus::IntGaugeVec,
+    exported: Mutex<FleetExported>,
+}
+
+/// Label values exported now, so that those that went away can be removed.
+#[derive(Default)]
+struct FleetExported {
+    files: std::collections::BTreeSet<String>,
+    targets: std::collections::BTreeSet<[String; 3]>,
+    shard: Option<[String; 2]>,
+}
+
+impl fmt::Debug for FleetMetrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FleetMetrics").finish_non_exhaustive()
+    }
+}
+
+impl FleetMetrics {
+    /// Creates the discovery and sharding metrics and registers them.
+    pub fn new(registry: &Registry) -> Result<FleetMetrics, prometheus::Error> {
+        let gauge = |name: &str, help: &str, labels: &[&str]| {
+            let g = prometheus::IntGaugeVec::new(Opts::new(name, help), labels)?;
+            registry.register(Box::new(g.clone()))?;
+            Ok::<_, prometheus::Error>(g)
+        };
+        let read_errors = IntCounterVec::new(
+            Opts::new(
+                "llmprobe_file_sd_read_errors_total",
+                "Failed reads of a file_sd file (unreadable or unparsable); the file keeps the targets it gave last time.",
+            ),
+            &["file"],
+        )?;
+        registry.register(Box::new(read_errors.clone()))?;
+        Ok(FleetMetrics {
+            read_errors,
+            file_targets: gauge(
+                "llmprobe_file_sd_targets",
+                "Valid targets a file_sd file gives (as of its last successful read).",
+                &["file"],
+            )?,
+            file_invalid: gauge(
+                "llmprobe_file_sd_invalid_targets",
+                "Entries of a file_sd file skipped as invalid at its last successful read (see the log or check-config).",
+                &["file"],
+            )?,
+            fleet_target: gauge(
+                "llmprobe_fleet_target",
+                "Every target this instance knows (static or from file_sd), owned or not; shard is the instance that should measure it. Always 1.",
+                &["target", "source", "shard"],
+            )?,
+            shard_targets: gauge(
+                "llmprobe_shard_targets",
+                "Targets owned, and so measured, by this instance.",
+                &["shard"],
+            )?,
+            shard_info: gauge(
+                "llmprobe_shard_info",
+                "This instance's shard index and the shard count it was configured with. Always 1.",
+                &["index", "count"],
+            )?,
+            exported: Mutex::new(FleetExported::default()),
+        })
+    }
+
+    /// Counts a failed read of a discovery file.
+    pub fn file_read_failed(&self, file: &str) {
+        self.read_errors.with_label_values(&[file]).inc();
+    }
+
+    /// Replaces the per-file series: `(file, valid targets, invalid entries)`;
+    /// files not listed any more lose their series.
+    pub fn set_files(&self, files: &[(String, usize, usize)]) {
+        let mut exported = self.exported.lock().unwrap_or_else(PoisonError::into_inner);
+        let now: std::collections::BTreeSet<String> =
+            files.iter().map(|(f, _, _)| f.clone()).collect();
+        for gone in exported.files.difference(&now) {
+            let _ = self.read_errors.remove_label_values(&[gone]);
+            let _ = self.file_targets.remove_label_values(&[gone]);
+            let _ = self.file_invalid.remove_label_values(&[gone]);
+        }
+        for (file, valid, invalid) in files {
+            // Present at 0 from the start, so increase() sees the first error.
+            let _ = self.read_errors.with_label_values(&[file]);
+            self.file_targets
+                .with_label_values(&[file])
+                .set(*valid as i64);
+            self.file_invalid
+                .with_label_values(&[file])
+                .set(*invalid as i64);
+        }
+        exported.files = now;
+    }
+
+    /// Replaces the fleet series: every known target as `(name, source,
+    /// owning shard)`, this instance's shard and how many targets it owns.
+    pub fn set_fleet(&self, targets: &[(&str, &str, u32)], index: u32, count: u32, owned: usize) {
+        let mut exported = self.exported.lock().unwrap_or_else(PoisonError::into_inner);
+        let now: std::collections::BTreeSet<[String; 3]> = targets
+            .iter()
+            .map(|(t, s, o)| [t.to_string(), s.to_string(), o.to_string()])
+            .collect();
+        for gone in exported.targets.difference(&now) {
+            let _ = self
+                .fleet_target
+                .remove_label_values(&[&gone[0], &gone[1], &gone[2]]);
+        }
+        for t in &now {
+            self.fleet_target
+                .with_label_values(&[&t[0], &t[1], &t[2]])
+                .set(1);
+        }
+        exported.targets = now;
+        let shard = [index.to_string(), count.to_string()];
+        if let Some(old) = exported.shard.take() {
+            if old != shard {
+                let _ = self.shard_info.remove_label_values(&[&old[0], &old[1]]);
+                let _ = self.shard_targets.remove_label_values(&[&old[0]]);
+            }
+        }
+        self.shard_info
+            .with_label_values(&[&shard[0], &shard[1]])
+            .set(1);
+        self.shard_targets
+            .with_label_values(&[&shard[0]])
+            .set(owned as i64);
+        exported.shard = Some(shard);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -968,6 +1106,7 @@ mod tests {
             token_source: "usage",
             tokens_per_content_chunk: None,
             streams_without_finish_reason: 0,
+            error_examples: Default::default(),
             within_slo: true,
         }
     }

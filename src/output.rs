@@ -1,5 +1,6 @@
 //! Renders sweep reports for a terminal (tables) or scripts (JSON).
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use serde::Serialize;
@@ -137,6 +138,15 @@ pub fn table(reports: &[SweepReport]) -> String {
             let _ = writeln!(out, "  saturation: {sat}");
             if let Some(why) = &c.stopped_because {
                 let _ = writeln!(out, "  stopped climbing: {why}");
+            }
+            let mut examples = BTreeMap::new();
+            for l in &w.levels {
+                for (outcome, e) in &l.error_examples {
+                    examples.entry(*outcome).or_insert(e);
+                }
+            }
+            for (outcome, e) in examples {
+                let _ = writeln!(out, "  {outcome}, e.g.: {e}");
             }
             let sources: Vec<&str> = w.levels.iter().map(|l| l.token_source).collect();
             if let Some(src) = sources.first() {

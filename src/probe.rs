@@ -2,24 +2,36 @@
 //! monotonic clock right where each piece of the body arrives, before it is
 //! parsed, so parsing cost never lands in TTFT or latency.
 
+use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
-use crate::chunk::{self, Chunk};
+use crate::chunk::{self, Chunk, ChunkInfo};
 use crate::client::{Client, SendError};
 use crate::sample::{Outcome, Sample, TokenSource};
 use crate::secret::Secret;
-use crate::sse::SseDecoder;
+use crate::sse::{SseDecoder, SseEvent};
 
 /// Longest SSE line accepted; longer ones are a protocol error, which keeps
 /// memory bounded whatever a server sends.
 pub const MAX_LINE_BYTES: usize = 1 << 20;
 
 /// How long to keep reading after `[DONE]` for the body to end, so the
-/// connection goes back to the pool; a server that keeps it open is not waited on.
+/// connection goes back to the pool; a server that keeps it open (or keeps
+/// sending) is not waited on.
 const AFTER_DONE_GRACE: Duration = Duration::from_millis(500);
+
+/// How much of a non-2xx body is read for the error message.
+const ERROR_BODY_BYTES: usize = 300;
+
+/// How long to wait for that much of a non-2xx body: the status already says
+/// what happened, so a body that stalls must not turn a 503 into a timeout.
+const ERROR_BODY_GRACE: Duration = Duration::from_secs(1);
+
+/// What replaces the API key wherever a server echoed it back.
+const REDACTED: &[u8] = b"[redacted]";
 
 /// What to send: everything but the body is shared by all requests of a workload.
 #[derive(Debug, Clone)]
@@ -72,8 +84,7 @@ async fn exchange(client: &Client, spec: &RequestSpec<'_>, body: Bytes, sent: In
         let detail = if (300..400).contains(&status) {
             "redirect not followed (a key is never sent to another location)".to_string()
         } else {
-            let text = resp.text_prefix(300).await;
-            one_line(&text, 200)
+            error_body(resp, spec.key).await
         };
         return Sample::failed(outcome, Some(status), format!("HTTP {status}: {detail}"));
     }
@@ -88,22 +99,26 @@ async fn exchange(client: &Client, spec: &RequestSpec<'_>, body: Bytes, sent: In
         }
     }
 
-    let mut stream = StreamState::new(sent);
+    let mut stream = StreamState::new(sent, spec.key);
     let mut decoder = SseDecoder::new(MAX_LINE_BYTES);
+    // Set once `[DONE]` arrived: one deadline for the rest of the body, so a
+    // server that keeps sending after it cannot hold the request open.
+    let mut drain_until = None;
     loop {
-        let next = if stream.done {
-            match tokio::time::timeout(AFTER_DONE_GRACE, resp.next_bytes()).await {
-                Ok(n) => n,
-                Err(_) => Ok(None),
-            }
-        } else {
-            resp.next_bytes().await
+        if stream.done && drain_until.is_none() {
+            drain_until = Some(tokio::time::Instant::now() + AFTER_DONE_GRACE);
+        }
+        let next = match drain_until {
+            Some(deadline) => tokio::time::timeout_at(deadline, resp.next_bytes())
+                .await
+                .unwrap_or(Ok(None)),
+            None => resp.next_bytes().await,
         };
         // The arrival time of these bytes, taken before any parsing.
         let arrived = Instant::now();
         match next {
             Ok(Some(bytes)) => {
-                if let Err(e) = decoder.feed(&bytes, |ev| stream.on_event(ev.data, arrived)) {
+                if let Err(e) = decoder.feed(&bytes, |ev| stream.on_event(ev, arrived)) {
                     return stream.fail(status, e.to_string());
                 }
                 if stream.failed.is_some() {
@@ -111,7 +126,7 @@ async fn exchange(client: &Client, spec: &RequestSpec<'_>, body: Bytes, sent: In
                 }
             }
             Ok(None) => {
-                if let Err(e) = decoder.finish(|ev| stream.on_event(ev.data, arrived)) {
+                if let Err(e) = decoder.finish(|ev| stream.on_event(ev, arrived)) {
                     return stream.fail(status, e.to_string());
                 }
                 break;
@@ -137,8 +152,10 @@ async fn exchange(client: &Client, spec: &RequestSpec<'_>, body: Bytes, sent: In
 }
 
 /// What has been seen of one stream so far.
-struct StreamState {
+struct StreamState<'k> {
     sent: Instant,
+    /// The request's key, kept out of any message built from what the server sent.
+    key: Option<&'k Secret>,
     first: Option<Instant>,
     last: Option<Instant>,
     inter_token: Vec<Duration>,
@@ -150,10 +167,11 @@ struct StreamState {
     failed: Option<String>,
 }
 
-impl StreamState {
-    fn new(sent: Instant) -> Self {
+impl<'k> StreamState<'k> {
+    fn new(sent: Instant, key: Option<&'k Secret>) -> Self {
         StreamState {
             sent,
+            key,
             first: None,
             last: None,
             inter_token: Vec::new(),
@@ -166,17 +184,25 @@ impl StreamState {
         }
     }
 
-    fn on_event(&mut self, data: &[u8], arrived: Instant) {
+    fn on_event(&mut self, ev: SseEvent<'_>, arrived: Instant) {
         if self.failed.is_some() || self.done {
             return;
         }
-        match chunk::interpret(data) {
+        let parsed = chunk::interpret(ev.data);
+        if let Some(msg) = failure(ev.event, ev.data, &parsed) {
+            // Messages may quote what the server sent, and a server may echo
+            // the key: build the message again from a copy without it.
+            let clean = self.key.map(|k| redact(ev.data, k.expose().as_bytes()));
+            self.failed = Some(match clean {
+                Some(Cow::Owned(clean)) => failure(ev.event, &clean, &chunk::interpret(&clean))
+                    .unwrap_or_else(|| "error event in stream (it quoted the API key)".into()),
+                _ => msg,
+            });
+            return;
+        }
+        match parsed {
             Ok(Chunk::Done) => self.done = true,
             Ok(Chunk::Data(info)) => {
-                if let Some(err) = info.error {
-                    self.failed = Some(format!("error event in stream: {err}"));
-                    return;
-                }
                 if info.generated {
                     match self.last {
                         Some(prev) => self.inter_token.push(arrived - prev),
@@ -198,7 +224,8 @@ impl StreamState {
                     }
                 }
             }
-            Err(e) => self.failed = Some(format!("bad chunk: {e}")),
+            // Errors were turned into `failed` above.
+            Err(_) => {}
         }
     }
 
@@ -241,13 +268,133 @@ impl StreamState {
     }
 }
 
-/// Collapses whitespace and truncates, for log-friendly error bodies.
+/// Why this event fails the request, if it does: an `error` field, an
+/// `event: error` (whatever its data says), or data that is not a chunk.
+fn failure(
+    event: Option<&[u8]>,
+    data: &[u8],
+    parsed: &Result<Chunk, chunk::ChunkError>,
+) -> Option<String> {
+    match parsed {
+        Ok(Chunk::Data(ChunkInfo {
+            error: Some(err), ..
+        })) => Some(format!("error event in stream: {}", one_line(err, 200))),
+        _ if event == Some(b"error") => Some(format!(
+            "error event in stream: {}",
+            one_line(&String::from_utf8_lossy(data), 200)
+        )),
+        Err(e) => Some(format!("bad chunk: {}", one_line(&e.to_string(), 200))),
+        Ok(_) => None,
+    }
+}
+
+/// The start of a non-2xx body, on one line, without the key.
+async fn error_body(mut resp: crate::client::Response, key: Option<&Secret>) -> String {
+    let key = key.map_or(&[][..], |k| k.expose().as_bytes());
+    // Read a key's length more, so that a key straddling the cut is either
+    // whole (and replaced) or in the part dropped below.
+    let limit = ERROR_BODY_BYTES + key.len();
+    let deadline = tokio::time::Instant::now() + ERROR_BODY_GRACE;
+    let mut body = Vec::new();
+    while body.len() < limit {
+        match tokio::time::timeout_at(deadline, resp.next_bytes()).await {
+            Ok(Ok(Some(b))) => body.extend_from_slice(&b[..b.len().min(limit - body.len())]),
+            _ => break,
+        }
+    }
+    if body.len() >= limit && !key.is_empty() {
+        body.truncate(limit + 1 - key.len());
+    }
+    let body = if key.is_empty() {
+        Cow::Borrowed(&body[..])
+    } else {
+        redact(&body, key)
+    };
+    one_line(&String::from_utf8_lossy(&body), 200)
+}
+
+/// `bytes` with every occurrence of `secret` replaced; borrowed when there is none.
+fn redact<'a>(bytes: &'a [u8], secret: &[u8]) -> Cow<'a, [u8]> {
+    if secret.is_empty() || !bytes.windows(secret.len()).any(|w| w == secret) {
+        return Cow::Borrowed(bytes);
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        if rest.starts_with(secret) {
+            out.extend_from_slice(REDACTED);
+            rest = &rest[secret.len()..];
+        } else {
+            out.push(rest[0]);
+            rest = &rest[1..];
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Collapses whitespace, replaces other control characters (a server's text
+/// must not put terminal escapes into a log) and truncates.
 fn one_line(text: &str, max_chars: usize) -> String {
-    let collapsed: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let collapsed: String = text
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .map(|c| if c.is_control() { '\u{FFFD}' } else { c })
+        .collect();
     if collapsed.chars().count() > max_chars {
         let cut: String = collapsed.chars().take(max_chars).collect();
         format!("{cut}...")
     } else {
         collapsed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redact_replaces_every_occurrence_and_borrows_when_none() {
+        assert!(matches!(redact(b"nothing here", b"sk-1"), Cow::Borrowed(_)));
+        assert_eq!(
+            &*redact(b"Bearer sk-1 and sk-1sk-1", b"sk-1"),
+            b"Bearer [redacted] and [redacted][redacted]"
+        );
+        assert!(matches!(redact(b"anything", b""), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn one_line_keeps_server_text_off_the_terminal() {
+        assert_eq!(one_line("a\n b\r\n\tc", 10), "a b c");
+        assert_eq!(one_line("red \x1b[31mtext", 50), "red \u{FFFD}[31mtext");
+        assert_eq!(one_line("abcdef", 3), "abc...");
+        let data = br#"{"error":{"message":"line one\nline two \u001b[2J"}}"#;
+        let msg = failure(None, data, &chunk::interpret(data)).unwrap();
+        assert_eq!(msg, "error event in stream: line one line two \u{FFFD}[2J");
+    }
+
+    #[test]
+    fn event_error_fails_whatever_its_data() {
+        let data = br#"{"message":"upstream gone"}"#;
+        let msg = failure(Some(b"error"), data, &chunk::interpret(data)).unwrap();
+        assert!(msg.contains("upstream gone"), "{msg}");
+        assert_eq!(failure(None, data, &chunk::interpret(data)), None);
+        let data = br#"{"error":{"message":"overloaded"}}"#;
+        let msg = failure(None, data, &chunk::interpret(data)).unwrap();
+        assert_eq!(msg, "error event in stream: overloaded");
+        assert!(failure(None, b"{nope", &chunk::interpret(b"{nope"))
+            .unwrap()
+            .starts_with("bad chunk"));
+    }
+
+    #[test]
+    fn an_error_event_quoting_the_key_is_reported_without_it() {
+        let key = Secret::new("sk-PLANTED".into());
+        let mut s = StreamState::new(Instant::now(), Some(&key));
+        let data = br#"{"error":{"message":"bad key Bearer sk-PLANTED"}}"#;
+        s.on_event(SseEvent { event: None, data }, Instant::now());
+        let msg = s.failed.unwrap();
+        assert_eq!(msg, "error event in stream: bad key Bearer [redacted]");
     }
 }

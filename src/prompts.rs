@@ -20,13 +20,35 @@ impl Prompt {
     }
 }
 
+/// Largest prompts file read: every prompt is kept in memory, as a request
+/// body too, for the life of the configuration.
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
+
 /// Reads a JSONL prompt file: each non-empty line is a chat
 /// (`{"messages": [...]}`), a JSON string, or a plain-text prompt.
 /// Errors name the line.
 pub fn load_jsonl(path: &Path) -> Result<Vec<Prompt>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
-    parse_jsonl(&text).map_err(|e| format!("`{}`: {e}", path.display()))
+    let shown = path.display();
+    let bytes = read_limited(path, MAX_FILE_BYTES)
+        .map_err(|e| format!("cannot read `{shown}`: {e}"))?
+        .ok_or_else(|| format!("`{shown}` is larger than {} MiB", MAX_FILE_BYTES >> 20))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
+        format!("`{shown}`: line {line}: not valid UTF-8")
+    })?;
+    parse_jsonl(&text).map_err(|e| format!("`{shown}`: {e}"))
+}
+
+/// The whole file, or None when it holds more than `limit` bytes (a typo
+/// such as `/dev/zero` must not read forever).
+pub(crate) fn read_limited(path: &Path, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(limit + 1)
+        .read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= limit).then_some(bytes))
 }
 
 /// Parses the content of a JSONL prompt file.
@@ -39,8 +61,7 @@ pub fn parse_jsonl(text: &str) -> Result<Vec<Prompt>, String> {
         }
         let n = i + 1;
         if line.starts_with('{') {
-            let v: Value =
-                serde_json::from_str(line).map_err(|e| format!("line {n}: invalid JSON: {e}"))?;
+            let v: Value = serde_json::from_str(line).map_err(|e| json_error(n, "JSON", &e))?;
             let messages = v
                 .get("messages")
                 .ok_or_else(|| format!("line {n}: object without `messages`"))?;
@@ -60,8 +81,8 @@ pub fn parse_jsonl(text: &str) -> Result<Vec<Prompt>, String> {
                 messages: messages.clone(),
             });
         } else if line.starts_with('"') {
-            let s: String = serde_json::from_str(line)
-                .map_err(|e| format!("line {n}: invalid JSON string: {e}"))?;
+            let s: String =
+                serde_json::from_str(line).map_err(|e| json_error(n, "JSON string", &e))?;
             prompts.push(Prompt::user(&s));
         } else {
             prompts.push(Prompt::user(line));
@@ -149,6 +170,15 @@ pub fn synthetic(prompt_tokens: u32, count: u32) -> Vec<Prompt> {
         .collect()
 }
 
+/// `line N, column C: invalid WHAT: why`. serde_json counts lines within
+/// the one line it was given, so its own "at line 1 column C" would mislead.
+fn json_error(line: usize, what: &str, e: &serde_json::Error) -> String {
+    let msg = e.to_string();
+    let position = format!(" at line {} column {}", e.line(), e.column());
+    let msg = msg.strip_suffix(&position).unwrap_or(&msg);
+    format!("line {line}, column {}: invalid {what}: {msg}", e.column())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,9 +236,14 @@ mod tests {
 
     #[test]
     fn errors_name_the_line() {
-        assert!(parse_jsonl("ok\n{bad json\n")
-            .unwrap_err()
-            .starts_with("line 2: invalid JSON"));
+        assert_eq!(
+            parse_jsonl("ok\n{bad json\n").unwrap_err(),
+            "line 2, column 2: invalid JSON: key must be a string"
+        );
+        assert_eq!(
+            parse_jsonl("\"unterminated\n").unwrap_err(),
+            "line 1, column 13: invalid JSON string: EOF while parsing a string"
+        );
         assert!(parse_jsonl("{\"messages\": []}")
             .unwrap_err()
             .starts_with("line 1: `messages`"));
@@ -216,5 +251,20 @@ mod tests {
             .unwrap_err()
             .contains("without `messages`"));
         assert_eq!(parse_jsonl("\n  \n").unwrap_err(), "holds no prompts");
+    }
+
+    #[test]
+    fn files_are_read_within_a_limit_and_bad_utf8_names_the_line() {
+        let dir = std::env::temp_dir().join(format!("llmprobe-prompts-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("p.jsonl");
+        std::fs::write(&path, b"one\ntwo \xff\n").unwrap();
+        let e = load_jsonl(&path).unwrap_err();
+        assert!(e.ends_with("p.jsonl`: line 2: not valid UTF-8"), "{e}");
+        assert_eq!(read_limited(&path, 9).unwrap(), None);
+        assert_eq!(read_limited(&path, 10).unwrap().unwrap().len(), 10);
+        let e = load_jsonl(Path::new("/dev/zero")).unwrap_err();
+        assert_eq!(e, "`/dev/zero` is larger than 64 MiB");
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -59,6 +59,9 @@ pub struct LevelSummary {
     pub tokens_per_content_chunk: Option<f64>,
     /// Completed streams that ended without a `finish_reason`.
     pub streams_without_finish_reason: u64,
+    /// The first error message of each failed outcome in the level, so that a
+    /// sweep can say what went wrong without one log line per request.
+    pub error_examples: std::collections::BTreeMap<&'static str, String>,
     /// Whether the level stayed within the SLO.
     pub within_slo: bool,
 }

@@ -189,7 +189,8 @@ fn stagger_gap(schedule: &Schedule, n: usize) -> Duration {
 
 /// The interval with up to `jitter` of it added at random.
 pub fn jittered(interval: Duration, jitter: f64, unit_random: f64) -> Duration {
-    interval + interval.mul_f64(jitter * unit_random)
+    // Saturating: an interval near Duration::MAX must not panic the loop.
+    interval.saturating_add(interval.mul_f64(jitter * unit_random))
 }
 
 async fn target_loop(
@@ -299,20 +300,28 @@ fn log_sweep(report: &SweepReport) {
         .map(|w| format!("{}={}", w.workload, w.capacity.knee_concurrency))
         .collect();
     let mut failures: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut examples: BTreeMap<&str, &str> = BTreeMap::new();
     for l in report.workloads.iter().flat_map(|w| &w.levels) {
         for (outcome, n) in &l.outcomes {
             if *outcome != Outcome::Ok.as_str() && *n > 0 {
                 *failures.entry(outcome).or_default() += n;
             }
         }
+        for (outcome, e) in &l.error_examples {
+            examples.entry(outcome).or_insert(e);
+        }
     }
     let failures: Vec<String> = failures.iter().map(|(o, n)| format!("{o}={n}")).collect();
+    // One message per failed outcome says what went wrong; bounded by the
+    // number of outcomes, whatever the number of requests.
+    let examples: Vec<String> = examples.iter().map(|(o, e)| format!("{o}: {e}")).collect();
     if report.success {
         tracing::info!(
             target_name = %report.target,
             knee = %knees.join(","),
             duration_s = format!("{:.1}", report.duration_seconds),
             failed_requests = %failures.join(","),
+            errors = %examples.join("; "),
             "sweep finished"
         );
     } else {
@@ -321,6 +330,7 @@ fn log_sweep(report: &SweepReport) {
             error = report.error.as_deref().unwrap_or(""),
             duration_s = format!("{:.1}", report.duration_seconds),
             failed_requests = %failures.join(","),
+            errors = %examples.join("; "),
             "sweep failed"
         );
     }

@@ -50,8 +50,14 @@ pub fn summarize_level(
 ) -> LevelSummary {
     let mut outcomes: BTreeMap<&'static str, u64> =
         Outcome::ALL.iter().map(|o| (o.as_str(), 0)).collect();
+    let mut error_examples: BTreeMap<&'static str, String> = BTreeMap::new();
     for s in samples {
         *outcomes.entry(s.outcome.as_str()).or_default() += 1;
+        if let (true, Some(e)) = (s.outcome != Outcome::Ok, &s.error) {
+            error_examples
+                .entry(s.outcome.as_str())
+                .or_insert_with(|| e.clone());
+        }
     }
     let ok: Vec<&Sample> = samples
         .iter()
@@ -126,6 +132,7 @@ pub fn summarize_level(
         token_source,
         tokens_per_content_chunk,
         streams_without_finish_reason: ok.iter().filter(|s| !s.finish_reason_seen).count() as u64,
+        error_examples,
         within_slo,
     }
 }
@@ -222,5 +229,19 @@ mod tests {
         assert!(!l.within_slo);
         close(l.error_ratio, 1.0);
         assert_eq!(l.latency_seconds.p95, None);
+    }
+
+    #[test]
+    fn error_examples_keep_the_first_message_of_each_failed_outcome() {
+        let samples = vec![
+            ok(10, 100, 5),
+            Sample::failed(Outcome::Timeout, None, "first timeout"),
+            Sample::failed(Outcome::Timeout, None, "second timeout"),
+            Sample::failed(Outcome::Shed, Some(503), "HTTP 503: busy"),
+        ];
+        let l = summarize_level(1, &samples, Duration::from_secs(1), &slo(1000));
+        assert_eq!(l.error_examples.len(), 2);
+        assert_eq!(l.error_examples["timeout"], "first timeout");
+        assert_eq!(l.error_examples["shed"], "HTTP 503: busy");
     }
 }

@@ -60,6 +60,14 @@ const SILENT_ALERTS: &[(&str, &str)] = &[
         "the configuration loaded at start and is never reloaded",
     ),
     ("LlmprobeDown", "Prometheus scrapes llmprobe successfully"),
+    (
+        "LlmprobeTargetUnmeasured",
+        "the one instance owns and sweeps every target it knows, every few seconds",
+    ),
+    (
+        "LlmprobeTargetMeasuredTwice",
+        "a single instance: each target is measured by exactly one",
+    ),
 ];
 
 /// Alert rules whose expression must return data here: the test feeds the

@@ -56,6 +56,7 @@ fn level(concurrency: u32, prompt_scale: f64) -> LevelSummary {
         token_source: "usage",
         tokens_per_content_chunk: None,
         streams_without_finish_reason: 0,
+        error_examples: Default::default(),
         within_slo: concurrency < 8,
     }
 }

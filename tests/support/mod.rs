@@ -2,6 +2,8 @@
 //! and misbehaves on purpose, plus helpers to write configs for it.
 #![allow(dead_code)]
 
+pub mod raw;
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;

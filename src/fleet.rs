@@ -1,0 +1,345 @@
+//! A fleet of targets: the static ones of the config plus those discovered
+//! from files (`file_sd`), reduced to this instance's shard. The scheduler
+//! never sees the difference: it is handed a [`Config`] whose targets are
+//! the ones this instance measures ([`Fleet::view`]).
+//!
+//! Every instance exports every target it knows, owned or not
+//! (`llmprobe_fleet_target`), so that Prometheus can tell a target that no
+//! instance measures from one that does not exist.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::config::{Config, Env, FileConfig, ProcessEnv, Target, Workload};
+use crate::file_sd::{self, FileSdConfig, Watcher};
+use crate::metrics::FleetMetrics;
+use crate::shard::{self, Shard};
+
+/// `source` label of a target written under `targets:`.
+pub const SOURCE_STATIC: &str = "static";
+/// `source` label of a target read from a `file_sd` file.
+pub const SOURCE_FILE_SD: &str = "file_sd";
+
+/// Resolved `file_sd:`, `target_template:` and `shard:`.
+#[derive(Debug, Clone, Default)]
+pub struct FleetConfig {
+    /// Discovery from files, when configured.
+    pub file_sd: Option<Arc<FileSdConfig>>,
+    /// This instance's shard.
+    pub shard: Shard,
+}
+
+/// Validates the fleet sections of `file`, reporting through `bad`.
+pub fn resolve(
+    file: &FileConfig,
+    base_dir: &Path,
+    workloads: &BTreeMap<String, Arc<Workload>>,
+    env: &dyn Env,
+    bad: &mut dyn FnMut(&str, String),
+) -> FleetConfig {
+    let file_sd = file_sd::resolve(
+        file.file_sd.as_ref(),
+        file.target_template.as_ref(),
+        base_dir,
+        &file.defaults,
+        workloads,
+        env,
+        bad,
+    );
+    FleetConfig {
+        file_sd: file_sd.map(Arc::new),
+        shard: shard::resolve(file.shard.as_ref(), env, bad),
+    }
+}
+
+/// Discovered targets and the shard filter, kept across reloads.
+#[derive(Debug)]
+pub struct Fleet {
+    watcher: Option<Watcher>,
+    metrics: Option<FleetMetrics>,
+    next_refresh: Instant,
+    /// Duplicate names already logged, so each is logged once.
+    reported_duplicates: BTreeSet<String>,
+    /// (owned, known) at the last view, to log changes only.
+    last_share: Option<(usize, usize)>,
+}
+
+impl Fleet {
+    /// A fleet with nothing read yet; `metrics` is None outside the daemon.
+    pub fn new(metrics: Option<FleetMetrics>) -> Fleet {
+        Fleet {
+            watcher: None,
+            metrics,
+            next_refresh: far_future(),
+            reported_duplicates: BTreeSet::new(),
+            last_share: None,
+        }
+    }
+
+    /// Takes the discovery settings of `config` (at start and on every
+    /// reload) and reads every discovery file again.
+    pub fn configure(&mut self, config: &Config) {
+        match (&config.fleet.file_sd, &mut self.watcher) {
+            (None, _) => self.watcher = None,
+            (Some(fs), Some(w)) => w.set_config(fs.clone()),
+            (Some(fs), None) => self.watcher = Some(Watcher::new(fs.clone())),
+        }
+        self.read(true);
+    }
+
+    /// When the discovery files are next due for a look.
+    pub fn next_refresh(&self) -> Instant {
+        self.next_refresh
+    }
+
+    /// Re-reads the discovery files that changed; true when the discovered
+    /// targets changed (then call [`Fleet::view`] and apply it).
+    pub fn refresh(&mut self) -> bool {
+        self.read(false)
+    }
+
+    fn read(&mut self, force: bool) -> bool {
+        let Some(w) = &mut self.watcher else {
+            self.next_refresh = far_future();
+            if let Some(m) = &self.metrics {
+                m.set_files(&[]);
+            }
+            return false;
+        };
+        // Small local files: read inline rather than on a blocking thread,
+        // which would need a multi-threaded runtime.
+        let result = w.refresh(force, &ProcessEnv);
+        self.next_refresh = Instant::now() + w.config().refresh_interval;
+        if let Some(m) = &self.metrics {
+            for f in &result.failed {
+                m.file_read_failed(&f.display().to_string());
+            }
+            let files: Vec<(String, usize, usize)> = w
+                .files()
+                .iter()
+                .map(|f| {
+                    (
+                        f.path.display().to_string(),
+                        f.targets.len(),
+                        f.invalid.len(),
+                    )
+                })
+                .collect();
+            m.set_files(&files);
+        }
+        result.changed
+    }
+
+    /// `config` with its targets replaced by the ones this instance
+    /// measures: static targets, then discovered ones whose name is not
+    /// taken yet, kept when this shard owns them. Gateway pairs follow their
+    /// targets (a pair and its two targets are placed together).
+    pub fn view(&mut self, config: &Config) -> Config {
+        let (placed, duplicates) = placements(self.watcher.as_ref(), config);
+        for d in duplicates.difference(&self.reported_duplicates) {
+            tracing::warn!(target_name = %d, "file_sd: a target of this name is already defined (static targets win, then files in path order); this one is skipped");
+        }
+        self.reported_duplicates = duplicates;
+        let s = config.fleet.shard;
+        let known = placed.len();
+        let owned: Vec<Arc<Target>> = placed
+            .iter()
+            .filter(|(_, _, o)| *o == s.index)
+            .map(|(t, _, _)| Arc::clone(t))
+            .collect();
+        if let Some(m) = &self.metrics {
+            let series: Vec<(&str, &str, u32)> = placed
+                .iter()
+                .map(|(t, source, o)| (t.name.as_str(), *source, *o))
+                .collect();
+            m.set_fleet(&series, s.index, s.count, owned.len());
+        }
+        let share = (owned.len(), known);
+        if self.last_share != Some(share) && (s.count > 1 || config.fleet.file_sd.is_some()) {
+            tracing::info!(
+                shard = s.index,
+                shards = s.count,
+                owned = share.0,
+                known = share.1,
+                "targets of this instance"
+            );
+        }
+        self.last_share = Some(share);
+        let owned_names: BTreeSet<&str> = owned.iter().map(|t| t.name.as_str()).collect();
+        let gateway_pairs = config
+            .gateway_pairs
+            .iter()
+            .filter(|p| {
+                owned_names.contains(p.direct.as_str()) && owned_names.contains(p.through.as_str())
+            })
+            .cloned()
+            .collect();
+        Config {
+            targets: owned,
+            gateway_pairs,
+            ..config.clone()
+        }
+    }
+
+    /// The discovery files as last read.
+    pub fn files(&self) -> Vec<file_sd::FileSummary<'_>> {
+        self.watcher
+            .as_ref()
+            .map(Watcher::files)
+            .unwrap_or_default()
+    }
+}
+
+/// Every known target with its source and the shard that owns it:
+/// static targets, then discovered ones whose name is not taken yet; and
+/// the names (with their file) skipped as duplicates.
+fn placements<'a>(
+    watcher: Option<&'a Watcher>,
+    config: &'a Config,
+) -> (Vec<Placed<'a>>, BTreeSet<String>) {
+    let mut known: Vec<(&Arc<Target>, &'static str)> =
+        config.targets.iter().map(|t| (t, SOURCE_STATIC)).collect();
+    let mut names: BTreeSet<&str> = config.targets.iter().map(|t| t.name.as_str()).collect();
+    let mut duplicates = BTreeSet::new();
+    if let Some(w) = watcher {
+        for (path, t) in w.targets() {
+            if names.insert(t.name.as_str()) {
+                known.push((t, SOURCE_FILE_SD));
+            } else {
+                duplicates.insert(format!("{} ({})", t.name, path.display()));
+            }
+        }
+    }
+    let links: Vec<(&str, &str)> = config
+        .gateway_pairs
+        .iter()
+        .map(|p| (p.direct.as_str(), p.through.as_str()))
+        .collect();
+    let keys = shard::placement_keys(known.iter().map(|(t, _)| t.name.as_str()), &links);
+    let count = config.fleet.shard.count;
+    let placed = known
+        .into_iter()
+        .map(|(t, source)| {
+            let key = keys
+                .get(t.name.as_str())
+                .copied()
+                .unwrap_or(t.name.as_str());
+            (t, source, shard::owner(key, count))
+        })
+        .collect();
+    (placed, duplicates)
+}
+
+/// A known target, its source and its owning shard.
+type Placed<'a> = (&'a Arc<Target>, &'static str, u32);
+
+/// A deadline that never comes (tokio's sleep_until needs one).
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(86_400 * 365)
+}
+
+/// The targets one instance would measure now, read once (for `sweep`).
+pub fn view_once(config: &Config) -> Config {
+    let mut fleet = Fleet::new(None);
+    fleet.configure(config);
+    fleet.view(config)
+}
+
+/// What the fleet sections of a valid config do, for `check-config`: the
+/// shard, each discovery file with its targets and skipped entries.
+pub fn explain(config: &Config) -> String {
+    let mut out = String::new();
+    let s = config.fleet.shard;
+    let mut fleet = Fleet::new(None);
+    fleet.configure(config);
+    let view = fleet.view(config);
+    if let Some(fs) = &config.fleet.file_sd {
+        let t = &fs.template;
+        let files: Vec<&str> = fs.patterns.iter().map(|p| p.shown.as_str()).collect();
+        let _ = writeln!(
+            out,
+            "file_sd: {} (checked every {})",
+            files.join(", "),
+            humantime::format_duration(fs.refresh_interval)
+        );
+        let _ = writeln!(
+            out,
+            "  template: {}://HOST:PORT{}, model from label `{}`{}, named by {}",
+            t.scheme.as_deref().unwrap_or("http"),
+            t.path_prefix.as_deref().unwrap_or("/v1"),
+            t.model_label.as_deref().unwrap_or("model"),
+            t.model
+                .as_ref()
+                .map(|m| format!(" (else {m})"))
+                .unwrap_or_default(),
+            t.name_label
+                .as_ref()
+                .map(|l| format!("label `{l}` (else HOST:PORT)"))
+                .unwrap_or_else(|| "HOST:PORT".into()),
+        );
+        let summaries = fleet.files();
+        if summaries.is_empty() {
+            let _ = writeln!(out, "  no file matches yet");
+        }
+        for f in summaries {
+            let _ = writeln!(
+                out,
+                "  file {}: {} targets{}",
+                f.path.display(),
+                f.targets.len(),
+                if f.invalid.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {} entries skipped", f.invalid.len())
+                }
+            );
+            if let Some(e) = f.error {
+                let _ = writeln!(out, "    cannot be used now: {e}");
+            }
+            for i in f.invalid {
+                let _ = writeln!(out, "    skipped {i}");
+            }
+        }
+    }
+    let (placed, duplicates) = placements(fleet.watcher.as_ref(), config);
+    let total = placed.len();
+    for (t, source, owner) in &placed {
+        if *source != SOURCE_FILE_SD {
+            continue;
+        }
+        let url = match &t.endpoint {
+            crate::config::Endpoint::Url(u) => u.as_str(),
+            crate::config::Endpoint::Simulator(_) => "simulator",
+        };
+        let _ = writeln!(
+            out,
+            "  discovered {}: {url} model {}{}",
+            t.name,
+            t.model,
+            if s.count > 1 {
+                format!(", shard {owner}")
+            } else {
+                String::new()
+            }
+        );
+    }
+    for d in &duplicates {
+        let _ = writeln!(out, "  duplicate name, skipped: {d}");
+    }
+    if s.count > 1 || config.fleet.file_sd.is_some() {
+        let _ = writeln!(
+            out,
+            "shard {} of {}: this instance measures {} of {} targets",
+            s.index,
+            s.count,
+            view.targets.len(),
+            total
+        );
+    }
+    out
+}

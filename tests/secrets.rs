@@ -1,0 +1,261 @@
+//! A planted API key, given through `api_key_env` and through
+//! `api_key_file`, reaches the server in the Authorization header and
+//! nowhere else: not `check-config`, not `sweep` output (table or JSON), not
+//! logs at trace level, not `/metrics` or the index page, not `Debug` of the
+//! loaded configuration, and not error messages, even when the server echoes
+//! the key back in a 401 body or in an error event.
+
+mod support;
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use support::raw::{self, content, response, SSE_HEAD};
+use support::{metric, write_config};
+
+const KEY: &str = "sk-PLANTED-5ecr3t";
+
+/// Unique to this binary: tests in one binary share the environment.
+const KEY_VAR: &str = "LLMPROBE_SECRETS_TEST_PLANTED_KEY";
+
+/// The `Authorization` header of a recorded request head.
+fn authorization(head: &str) -> Option<String> {
+    head.lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("authorization"))
+        .map(|(_, v)| v.trim().to_string())
+}
+
+/// Two servers that echo the key back: one rejects with 401 quoting the
+/// Authorization header, the other streams an error event quoting it.
+async fn echoing_servers() -> (raw::RawServer, raw::RawServer) {
+    let rejecting = raw::start(|mut c| async move {
+        if let Some(head) = c.read_request().await {
+            let auth = authorization(&head).unwrap_or_default();
+            let body = format!(
+                r#"{{"error":{{"message":"Incorrect API key provided: {auth}","type":"invalid_request_error"}}}}"#
+            );
+            c.write(response(
+                "401 Unauthorized",
+                &[("content-type", "application/json")],
+                &body,
+            ))
+            .await;
+        }
+    })
+    .await;
+    let streaming = raw::start(|mut c| async move {
+        if let Some(head) = c.read_request().await {
+            let auth = authorization(&head).unwrap_or_default();
+            c.write(format!(
+                "{SSE_HEAD}{}data: {{\"error\":{{\"message\":\"upstream refused {auth}\"}}}}\n\n",
+                content("a")
+            ))
+            .await;
+        }
+    })
+    .await;
+    (rejecting, streaming)
+}
+
+/// A config with the key in an environment variable for one target and in
+/// a file for the other.
+fn planted_config(rejecting: &str, streaming: &str, listen: &str) -> std::path::PathBuf {
+    let key_file = std::env::temp_dir().join(format!(
+        "llmprobe-secrets-{}-{}.key",
+        std::process::id(),
+        fastrand::u64(..)
+    ));
+    std::fs::write(&key_file, format!("{KEY}\n")).unwrap();
+    write_config(&format!(
+        r#"
+listen: "{listen}"
+schedule: {{ interval: 1s, jitter: 0%, max_in_flight_total: 8, sweep_timeout: 20s }}
+defaults:
+  workload: chat
+  warmup_requests: 1
+  levels: [1, 2]
+  requests_per_level: 2
+  min_requests_per_level: 1
+  request_timeout: 2s
+workloads:
+  chat:
+    max_completion_tokens: 8
+    prompts: ["hi"]
+targets:
+  - name: via-env
+    base_url: {rejecting}
+    model: m
+    api_key_env: {KEY_VAR}
+  - name: via-file
+    base_url: {streaming}
+    model: m
+    api_key_file: {}
+"#,
+        key_file.display()
+    ))
+}
+
+fn llmprobe(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_llmprobe"));
+    c.args(args)
+        .env(KEY_VAR, KEY)
+        .env("RUST_LOG", "trace")
+        .stdin(Stdio::null());
+    c
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn assert_no_key(what: &str, text: &str) {
+    assert!(!text.contains(KEY), "{what} shows the key:\n{text}");
+    // A prefix long enough to be the key's, should it be cut short somewhere.
+    assert!(
+        !text.contains(&KEY[..10]),
+        "{what} shows part of the key:\n{text}"
+    );
+}
+
+/// Every request carried the key: without it the test could not fail.
+fn assert_key_was_sent(server: &raw::RawServer) {
+    let heads = server.requests();
+    assert!(!heads.is_empty(), "the server got no request");
+    for h in &heads {
+        assert_eq!(authorization(h).as_deref(), Some(&*format!("Bearer {KEY}")));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_config_sweep_output_logs_and_debug_never_show_the_key() {
+    let (rejecting, streaming) = echoing_servers().await;
+    let path = planted_config(&rejecting.base_url(), &streaming.base_url(), "127.0.0.1:0");
+    let config = path.to_str().unwrap().to_string();
+
+    let check = tokio::task::spawn_blocking({
+        let config = config.clone();
+        move || {
+            llmprobe(&["check-config", "--config", &config])
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    assert!(check.status.success(), "{}", text(&check));
+    assert!(text(&check).contains("key: set"));
+    assert_no_key("check-config", &text(&check));
+
+    for format in ["json", "table"] {
+        let config = config.clone();
+        let out = tokio::task::spawn_blocking(move || {
+            llmprobe(&["sweep", "--config", &config, "--format", format])
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        let all = text(&out);
+        assert_no_key(&format!("sweep --format {format}"), &all);
+        // The echoes were there, and were redacted rather than dropped.
+        assert!(all.contains("HTTP 401"), "{all}");
+        assert!(
+            all.contains("Incorrect API key provided: Bearer [redacted]"),
+            "{all}"
+        );
+        assert!(all.contains("upstream refused Bearer [redacted]"), "{all}");
+    }
+    assert_key_was_sent(&rejecting);
+    assert_key_was_sent(&streaming);
+
+    // In-process: the loaded configuration holds the key, and hides it.
+    std::env::set_var(KEY_VAR, KEY);
+    let loaded = llmprobe::config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    std::env::remove_var(KEY_VAR);
+    for t in &loaded.targets {
+        assert_eq!(t.api_key.as_ref().map(|k| k.expose()), Some(KEY));
+    }
+    assert_no_key("Debug of the config", &format!("{loaded:?} {loaded:#?}"));
+    assert_no_key("explain", &llmprobe::explain(&loaded));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_never_shows_the_key() {
+    let (rejecting, streaming) = echoing_servers().await;
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let listen = format!("127.0.0.1:{port}");
+    let path = planted_config(&rejecting.base_url(), &streaming.base_url(), &listen);
+    let logs = path.with_extension("log");
+    let mut daemon = llmprobe(&["run", "--config", path.to_str().unwrap()])
+        .stdout(std::fs::File::create(logs.with_extension("out")).unwrap())
+        .stderr(std::fs::File::create(&logs).unwrap())
+        .spawn()
+        .unwrap();
+
+    let http = reqwest::Client::new();
+    let get = |p: &'static str| {
+        let http = http.clone();
+        let url = format!("http://{listen}{p}");
+        async move {
+            match http.get(url).send().await {
+                Ok(r) => r.text().await.unwrap_or_default(),
+                Err(_) => String::new(),
+            }
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let metrics = loop {
+        let m = get("/metrics").await;
+        let swept = |t: &str| {
+            metric(
+                &m,
+                "llmprobe_sweeps_total",
+                &[("target", t), ("result", "ok")],
+            )
+            .is_some_and(|n| n >= 2.0)
+        };
+        if swept("via-env") && swept("via-file") {
+            break m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "two sweeps of each target within 30 s:\n{m}\n{}",
+            std::fs::read_to_string(&logs).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let pages = [
+        metrics,
+        get("/").await,
+        get("/healthz").await,
+        get("/readyz").await,
+    ];
+    // SIGTERM, so that the shutdown path logs too.
+    let _ = Command::new("kill")
+        .args(["-TERM", &daemon.id().to_string()])
+        .status();
+    let waited = tokio::task::spawn_blocking(move || daemon.wait()).await;
+    assert!(waited.unwrap().unwrap().success());
+
+    for (i, page) in pages.iter().enumerate() {
+        assert_no_key(&format!("page {i}"), page);
+    }
+    let stderr = std::fs::read_to_string(&logs).unwrap();
+    let stdout = std::fs::read_to_string(logs.with_extension("out")).unwrap();
+    assert!(stderr.contains("sweep finished"), "{stderr}");
+    assert!(
+        stderr.contains("Bearer [redacted]"),
+        "the sweep line says what went wrong, without the key:\n{stderr}"
+    );
+    assert_no_key("daemon logs at trace level", &format!("{stdout}\n{stderr}"));
+    assert_key_was_sent(&rejecting);
+    assert_key_was_sent(&streaming);
+}
