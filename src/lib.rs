@@ -146,7 +146,14 @@ pub async fn run(
                 }
             }
             _ = watchdog.tick() => {
-                let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Watchdog]);
+                // A target loop that died would otherwise stop measuring in
+                // silence: withholding the ping lets systemd restart us.
+                let dead = scheduler.dead_targets();
+                if dead.is_empty() {
+                    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Watchdog]);
+                } else {
+                    tracing::error!(targets = %dead.join(","), "measurement loops stopped unexpectedly; withholding the watchdog ping");
+                }
             }
         }
     }

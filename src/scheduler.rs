@@ -164,6 +164,16 @@ impl Scheduler {
         }
     }
 
+    /// Targets whose loop ended although nobody stopped it (a panic, or an
+    /// endpoint that could not be started): the watchdog stops on them.
+    pub fn dead_targets(&self) -> Vec<String> {
+        self.running
+            .iter()
+            .filter(|(_, r)| r.handle.is_finished())
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
     /// Cancels every loop (requests in flight included) and waits up to
     /// `grace` for them to end.
     pub async fn shutdown(self, grace: Duration) {
