@@ -18,21 +18,19 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
 use serde::Serialize;
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, GatewayPair, Schedule, Target, Workload};
+use crate::config::{Config, GatewayPair, Schedule, Target};
 use crate::endpoint;
 use crate::metrics::Metrics;
-use crate::probe::{self, RequestSpec};
+
 use crate::report::Percentiles;
-use crate::request;
 use crate::sample::{Outcome, Sample};
 use crate::stats;
-use crate::sweep::{NoObserver, SweepEnv};
+use crate::sweep::{NoObserver, Requests, SweepEnv};
 
 /// The `quantity` label of the latency overhead.
 pub const LATENCY: &str = "latency";
@@ -129,11 +127,7 @@ pub fn direct_first(round: usize) -> bool {
 
 /// Summarises the counted samples of one side.
 pub fn summarize_side(target: &str, samples: &[Sample]) -> SideSummary {
-    let mut outcomes: BTreeMap<&'static str, u64> =
-        Outcome::ALL.iter().map(|o| (o.as_str(), 0)).collect();
-    for s in samples {
-        *outcomes.entry(s.outcome.as_str()).or_default() += 1;
-    }
+    let outcomes = stats::count_outcomes(samples);
     let ok = samples.iter().filter(|s| s.outcome == Outcome::Ok);
     let mut latency: Vec<f64> = ok
         .clone()
@@ -156,33 +150,13 @@ pub fn summarize_side(target: &str, samples: &[Sample]) -> SideSummary {
     }
 }
 
-/// One side of a pair, ready to send: what every request of it shares.
-struct Side {
-    target: Arc<Target>,
-    workload: Arc<Workload>,
-    url: String,
-    bodies: Vec<Bytes>,
-}
-
-impl Side {
-    fn new(target: &Arc<Target>, workload: &Arc<Workload>, base_url: &str) -> Side {
-        Side {
-            target: target.clone(),
-            workload: workload.clone(),
-            url: format!("{base_url}/chat/completions"),
-            // Each side is asked for its own model, with the same prompts.
-            bodies: request::bodies(&target.model, workload, target.max_tokens_field),
-        }
-    }
-}
-
 /// Sends `n` requests of `side` at once and waits for all of them. Request
 /// `first + k` uses body `first + k` (round robin), so both sides send the
 /// same prompts in the same order.
 async fn batch(
     env: &SweepEnv,
     cancel: &CancellationToken,
-    side: &Arc<Side>,
+    side: &Arc<Requests>,
     first: u64,
     n: u32,
     counted: bool,
@@ -190,36 +164,11 @@ async fn batch(
     let mut tasks = tokio::task::JoinSet::new();
     for k in 0..u64::from(n) {
         let (env, cancel, side) = (env.clone(), cancel.clone(), side.clone());
-        tasks.spawn(async move {
-            // Waiting for the global cap is not latency: the clock starts in `measure`.
-            let permit = tokio::select! {
-                p = env.in_flight.acquire() => p.ok()?,
-                _ = cancel.cancelled() => return None,
-            };
-            let counted_in_flight = env.observer.in_flight();
-            let i = (first + k) as usize;
-            let body = side
-                .bodies
-                .get(i % side.bodies.len().max(1))
-                .cloned()
-                .unwrap_or_default();
-            let spec = RequestSpec {
-                url: &side.url,
-                key: side.target.api_key.as_ref(),
-                timeout: side.target.request_timeout,
-            };
-            let sample = probe::measure(&env.client, &spec, body, &cancel).await;
-            drop(permit);
-            drop(counted_in_flight);
-            if counted {
-                env.observer.request(&side.target, &side.workload, &sample);
-            }
-            Some(sample)
-        });
+        tasks.spawn(async move { side.send(&env, &cancel, first + k, counted).await });
     }
     let mut samples = Vec::with_capacity(n as usize);
     while let Some(joined) = tasks.join_next().await {
-        if let Ok(Some(s)) = joined {
+        if let Ok(Some((s, _))) = joined {
             samples.push(s);
         }
     }
@@ -230,7 +179,7 @@ async fn batch(
 async fn interleave(
     env: &SweepEnv,
     cancel: &CancellationToken,
-    sides: [&Arc<Side>; 2],
+    sides: [&Arc<Requests>; 2],
     concurrency: u32,
     requests: u64,
     results: &mut [Vec<Sample>; 2],
@@ -288,8 +237,8 @@ pub async fn measure(
     let started = Instant::now();
     let cancel = env.cancel.child_token();
     let sides = [
-        Arc::new(Side::new(direct.0, &pair.workload, direct.1)),
-        Arc::new(Side::new(through.0, &pair.workload, through.1)),
+        Arc::new(Requests::new(direct.0, &pair.workload, direct.1)),
+        Arc::new(Requests::new(through.0, &pair.workload, through.1)),
     ];
     let mut results: [Vec<Sample>; 2] = [Vec::new(), Vec::new()];
     let timed_out = tokio::time::timeout(
@@ -479,7 +428,7 @@ impl PairLoops {
             .into_values()
             .filter(|(p, _, _)| !self.running.contains_key(&p.name))
             .collect();
-        let gap = stagger_gap(schedule.interval, new.len());
+        let gap = crate::scheduler::stagger_gap(schedule.interval, new.len());
         for (i, (pair, direct, through)) in new.into_iter().enumerate() {
             let cancel = root.child_token();
             let offset = gap * i as u32 + gap.mul_f64(fastrand::f64());
@@ -512,15 +461,6 @@ impl PairLoops {
     pub fn into_handles(self) -> Vec<JoinHandle<()>> {
         self.running.into_values().map(|r| r.handle).collect()
     }
-}
-
-/// Gap between the first measurements of newly started pairs: spread over
-/// the interval, but at most 2 s so that first results come soon (as for targets).
-fn stagger_gap(interval: Duration, n: usize) -> Duration {
-    if n == 0 {
-        return Duration::ZERO;
-    }
-    (interval / n as u32).min(Duration::from_secs(2))
 }
 
 async fn pair_loop(

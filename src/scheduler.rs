@@ -134,7 +134,7 @@ impl Scheduler {
             .iter()
             .filter(|t| !self.running.contains_key(&t.name))
             .collect();
-        let gap = stagger_gap(&schedule, new.len());
+        let gap = stagger_gap(schedule.interval, new.len());
         for (i, target) in new.into_iter().enumerate() {
             let cancel = self.root.child_token();
             let offset = gap * i as u32 + gap.mul_f64(fastrand::f64());
@@ -190,11 +190,11 @@ impl Scheduler {
 
 /// Gap between the first sweeps of newly started targets: spread over the
 /// interval, but never so far apart that first results take long to appear.
-fn stagger_gap(schedule: &Schedule, n: usize) -> Duration {
+pub(crate) fn stagger_gap(interval: Duration, n: usize) -> Duration {
     if n == 0 {
         return Duration::ZERO;
     }
-    (schedule.interval / n as u32).min(Duration::from_secs(2))
+    (interval / n as u32).min(Duration::from_secs(2))
 }
 
 /// The interval with up to `jitter` of it added at random.
@@ -366,11 +366,11 @@ mod tests {
             max_in_flight_total: 8,
             sweep_timeout: Duration::from_secs(60),
         };
-        assert_eq!(stagger_gap(&s, 3), Duration::from_secs(2));
+        assert_eq!(stagger_gap(s.interval, 3), Duration::from_secs(2));
         let fast = Schedule {
             interval: Duration::from_secs(1),
             ..s
         };
-        assert_eq!(stagger_gap(&fast, 4), Duration::from_millis(250));
+        assert_eq!(stagger_gap(fast.interval, 4), Duration::from_millis(250));
     }
 }

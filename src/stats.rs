@@ -36,6 +36,16 @@ pub fn percentiles(values: &mut [f64]) -> Percentiles {
     }
 }
 
+/// Requests per outcome label, every outcome present (zeros included).
+pub fn count_outcomes(samples: &[Sample]) -> BTreeMap<&'static str, u64> {
+    let mut outcomes: BTreeMap<&'static str, u64> =
+        Outcome::ALL.iter().map(|o| (o.as_str(), 0)).collect();
+    for s in samples {
+        *outcomes.entry(s.outcome.as_str()).or_default() += 1;
+    }
+    outcomes
+}
+
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
@@ -48,11 +58,9 @@ pub fn summarize_level(
     wall: Duration,
     slo: &Slo,
 ) -> LevelSummary {
-    let mut outcomes: BTreeMap<&'static str, u64> =
-        Outcome::ALL.iter().map(|o| (o.as_str(), 0)).collect();
+    let outcomes = count_outcomes(samples);
     let mut error_examples: BTreeMap<&'static str, String> = BTreeMap::new();
     for s in samples {
-        *outcomes.entry(s.outcome.as_str()).or_default() += 1;
         if let (true, Some(e)) = (s.outcome != Outcome::Ok, &s.error) {
             error_examples
                 .entry(s.outcome.as_str())

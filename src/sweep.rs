@@ -140,10 +140,7 @@ async fn run_workload(
     let shared = Arc::new(Shared {
         env: env.clone(),
         cancel: cancel.clone(),
-        target: target.clone(),
-        workload: workload.clone(),
-        url: format!("{base_url}/chat/completions"),
-        bodies: request::bodies(&target.model, workload, target.max_tokens_field),
+        requests: Requests::new(target, workload, base_url),
     });
 
     // Warm-up opens connections and wakes caches; its samples are dropped.
@@ -215,10 +212,66 @@ fn slo_breach(l: &LevelSummary, target: &Target) -> String {
 struct Shared {
     env: SweepEnv,
     cancel: CancellationToken,
-    target: Arc<Target>,
-    workload: Arc<Workload>,
+    requests: Requests,
+}
+
+/// What every request of one target and workload shares; sweeps and gateway
+/// pairs send through it.
+pub(crate) struct Requests {
+    /// The target requests go to.
+    pub(crate) target: Arc<Target>,
+    /// The workload they belong to.
+    pub(crate) workload: Arc<Workload>,
     url: String,
     bodies: Vec<Bytes>,
+}
+
+impl Requests {
+    /// Bodies built once, for the target's model and token field.
+    pub(crate) fn new(target: &Arc<Target>, workload: &Arc<Workload>, base_url: &str) -> Self {
+        Requests {
+            target: target.clone(),
+            workload: workload.clone(),
+            url: format!("{base_url}/chat/completions"),
+            bodies: request::bodies(&target.model, workload, target.max_tokens_field),
+        }
+    }
+
+    /// Sends request number `i` (prompts round robin) once it has a place in
+    /// the global cap, and returns its sample with the time it ended; None
+    /// when cancelled while waiting. `counted` requests reach the observer.
+    pub(crate) async fn send(
+        &self,
+        env: &SweepEnv,
+        cancel: &CancellationToken,
+        i: u64,
+        counted: bool,
+    ) -> Option<(Sample, Instant)> {
+        // Waiting for the global cap is not latency: the clock starts in `measure`.
+        let permit = tokio::select! {
+            p = env.in_flight.acquire() => p.ok()?,
+            _ = cancel.cancelled() => return None,
+        };
+        let counted_in_flight = env.observer.in_flight();
+        let body = self
+            .bodies
+            .get((i as usize) % self.bodies.len().max(1))
+            .cloned()
+            .unwrap_or_default();
+        let spec = RequestSpec {
+            url: &self.url,
+            key: self.target.api_key.as_ref(),
+            timeout: self.target.request_timeout,
+        };
+        let sample = probe::measure(&env.client, &spec, body, cancel).await;
+        let ended = Instant::now();
+        drop(permit);
+        drop(counted_in_flight);
+        if counted {
+            env.observer.request(&self.target, &self.workload, &sample);
+        }
+        Some((sample, ended))
+    }
 }
 
 /// Keeps exactly `concurrency` requests in flight (a finished one replaced at
@@ -238,38 +291,19 @@ async fn run_level(
         let next = next.clone();
         workers.spawn(async move {
             let mut mine = Vec::new();
-            let spec = RequestSpec {
-                url: &shared.url,
-                key: shared.target.api_key.as_ref(),
-                timeout: shared.target.request_timeout,
-            };
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= n || shared.cancel.is_cancelled() {
                     break;
                 }
-                // Waiting for the global cap is not latency: the clock starts in `measure`.
-                let permit = tokio::select! {
-                    p = shared.env.in_flight.acquire() => match p { Ok(p) => p, Err(_) => break },
-                    _ = shared.cancel.cancelled() => break,
-                };
-                let counted_in_flight = shared.env.observer.in_flight();
-                let body = shared
-                    .bodies
-                    .get((i as usize) % shared.bodies.len().max(1))
-                    .cloned()
-                    .unwrap_or_default();
-                let sample = probe::measure(&shared.env.client, &spec, body, &shared.cancel).await;
-                let ended = Instant::now();
-                drop(permit);
-                drop(counted_in_flight);
-                if counted {
-                    shared
-                        .env
-                        .observer
-                        .request(&shared.target, &shared.workload, &sample);
+                match shared
+                    .requests
+                    .send(&shared.env, &shared.cancel, i, counted)
+                    .await
+                {
+                    Some(done) => mine.push(done),
+                    None => break,
                 }
-                mine.push((sample, ended));
             }
             mine
         });
