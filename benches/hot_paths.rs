@@ -11,8 +11,8 @@ mod fixtures;
 
 use divan::counter::{BytesCount, ItemsCount};
 use divan::Bencher;
-use llmprobe::chunk::{self, Chunk};
-use llmprobe::sse::SseDecoder;
+use llmprobe::stream::chunk::{self, Chunk};
+use llmprobe::stream::sse::SseDecoder;
 
 fn main() {
     divan::main();
@@ -70,7 +70,7 @@ fn sse_decode_and_interpret(bencher: Bencher) {
         .counter(ItemsCount::new(TOKENS + 3))
         .bench_local(|| {
             let mut generated = 0usize;
-            let mut on_event = |e: llmprobe::sse::SseEvent<'_>| {
+            let mut on_event = |e: llmprobe::stream::sse::SseEvent<'_>| {
                 if let Ok(Chunk::Data(info)) = chunk::interpret(e.data) {
                     generated += usize::from(info.generated);
                 }
@@ -105,7 +105,7 @@ fn percentiles_10k(bencher: Bencher) {
     bencher
         .counter(ItemsCount::new(values.len()))
         .with_inputs(|| values.clone())
-        .bench_local_values(|mut v| llmprobe::stats::percentiles(&mut v));
+        .bench_local_values(|mut v| llmprobe::stats::level::percentiles(&mut v));
 }
 
 /// One scrape of 100 targets x 3 workloads x 8 levels, results unchanged

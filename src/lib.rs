@@ -4,36 +4,21 @@
 //! Data flows one way: config -> scheduler -> sweep -> probe (client, sse,
 //! chunk) -> samples -> stats / knee -> report -> metrics.
 
-pub mod chunk;
-pub mod cli;
-pub mod client;
+// Layers, in the order data flows (ARCHITECTURE.md draws the arrows).
 pub mod config;
-pub mod discovery;
-pub mod endpoint;
-pub mod gateway;
-pub mod idle_gate;
-pub mod knee;
-pub mod metrics;
-pub mod output;
-pub mod probe;
-pub mod prompts;
-pub mod report;
-pub mod request;
-pub mod sample;
-pub mod scheduler;
-pub mod secret;
-pub mod server;
-pub mod signals;
-pub mod sim;
-pub mod sse;
-pub mod stats;
-pub mod sweep;
-pub mod web;
-
-// Fleets: targets discovered from files, sharded over instances.
-pub mod file_sd;
 pub mod fleet;
-pub mod shard;
+pub mod http;
+pub mod metrics;
+pub mod probe;
+pub mod schedule;
+pub mod sim;
+pub mod stats;
+pub mod stream;
+pub mod sweep;
+pub mod terminal;
+
+pub mod cli;
+pub mod signals;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -46,8 +31,8 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Target, Workload};
-use crate::report::SweepReport;
-use crate::scheduler::{Scheduler, Statuses};
+use crate::schedule::{Scheduler, Statuses};
+use crate::stats::report::SweepReport;
 use crate::sweep::{NoObserver, Observer, SweepEnv};
 
 /// How long shutdown waits for requests in flight to be cancelled.
@@ -73,13 +58,13 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let registry = prometheus::Registry::new();
     let metrics = Arc::new(metrics::Metrics::new(&registry)?);
-    let client = client::Client::new(CONNECT_TIMEOUT).map_err(anyhow::Error::msg)?;
+    let client = probe::client::Client::new(CONNECT_TIMEOUT).map_err(anyhow::Error::msg)?;
     let statuses: Statuses = Default::default();
     let ready = Arc::new(AtomicBool::new(false));
-    let (control_tx, mut control_rx) = mpsc::channel::<server::Control>(8);
+    let (control_tx, mut control_rx) = mpsc::channel::<http::router::Control>(8);
 
     let status_view = statuses.clone();
-    let state = server::AppState {
+    let state = http::router::AppState {
         metrics: metrics.clone(),
         ready: ready.clone(),
         control: control_tx,
@@ -89,7 +74,7 @@ pub async fn run(
                 .read()
                 .unwrap_or_else(|e| e.into_inner())
                 .iter()
-                .map(|(name, s)| server::TargetStatus {
+                .map(|(name, s)| http::router::TargetStatus {
                     name: name.clone(),
                     model: s.model.clone(),
                     last_success_unix: s.last_success_unix,
@@ -99,8 +84,8 @@ pub async fn run(
         }),
     };
     let auth = config.web.auth.clone();
-    let app = server::router(state).layer(axum::middleware::from_fn(move |req, next| {
-        web::require_auth(auth.clone(), req, next)
+    let app = http::router::router(state).layer(axum::middleware::from_fn(move |req, next| {
+        http::exposure::require_auth(auth.clone(), req, next)
     }));
     let server_stop = shutdown.clone();
     let tls = config.web.tls.clone();
@@ -108,7 +93,7 @@ pub async fn run(
         let stopped = async move { server_stop.cancelled().await };
         match tls {
             Some(tls) => {
-                axum::serve(web::TlsListener::new(listener, tls), app)
+                axum::serve(http::exposure::TlsListener::new(listener, tls), app)
                     .with_graceful_shutdown(stopped)
                     .await
             }
@@ -137,7 +122,7 @@ pub async fn run(
             Some(signals::Signal::Reload) = reload.recv() => {
                 let _ = reload_config(path, &mut current, &mut scheduler, &mut fleet, &metrics);
             }
-            Some(server::Control::Reload { reply }) = control_rx.recv() => {
+            Some(http::router::Control::Reload { reply }) = control_rx.recv() => {
                 let _ = reply.send(reload_config(path, &mut current, &mut scheduler, &mut fleet, &metrics));
             }
             _ = tokio::time::sleep_until(fleet.next_refresh()) => {
@@ -237,7 +222,7 @@ pub async fn sweep_once(
         Arc::new(NoObserver)
     };
     let env = SweepEnv {
-        client: client::Client::new(CONNECT_TIMEOUT).map_err(anyhow::Error::msg)?,
+        client: probe::client::Client::new(CONNECT_TIMEOUT).map_err(anyhow::Error::msg)?,
         in_flight: Arc::new(Semaphore::new(config.schedule.max_in_flight_total as usize)),
         cancel: CancellationToken::new(),
         observer,
@@ -247,7 +232,9 @@ pub async fn sweep_once(
         if !only.is_empty() && !only.contains(&target.name) {
             continue;
         }
-        let reachable = endpoint::reach(target).await.map_err(anyhow::Error::msg)?;
+        let reachable = schedule::endpoint::reach(target)
+            .await
+            .map_err(anyhow::Error::msg)?;
         reports.push(
             sweep::run(
                 &env,

@@ -7,7 +7,7 @@ use clap::Parser;
 use tokio_util::sync::CancellationToken;
 
 use llmprobe::cli::{Cli, Command, Format, LogFormat};
-use llmprobe::{config, output, signals};
+use llmprobe::{config, signals, terminal};
 
 fn init_tracing(format: LogFormat, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -73,13 +73,17 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let reports =
                 llmprobe::sweep_once(&config, &targets, llmprobe::progress_wanted()).await?;
             let pairs =
-                llmprobe::gateway::measure_once(&config, &targets, llmprobe::progress_wanted())
+                llmprobe::sweep::pair::measure_once(&config, &targets, llmprobe::progress_wanted())
                     .await?;
             match format {
                 Format::Table => {
-                    print!("{}{}", output::table(&reports), output::pairs_table(&pairs))
+                    print!(
+                        "{}{}",
+                        terminal::table(&reports),
+                        terminal::pairs_table(&pairs)
+                    )
                 }
-                Format::Json => println!("{}", output::json_with_pairs(&reports, &pairs)),
+                Format::Json => println!("{}", terminal::json_with_pairs(&reports, &pairs)),
             }
             let all_ok = reports.iter().all(|r| r.success) && pairs.iter().all(|p| p.success);
             Ok(if all_ok {

@@ -6,8 +6,8 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::json;
 
-use llmprobe::client::Client;
-use llmprobe::discovery::{discover, Setup};
+use llmprobe::probe::client::Client;
+use llmprobe::probe::setup::{discover, Setup};
 
 async fn serve(app: Router) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

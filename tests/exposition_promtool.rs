@@ -8,8 +8,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use llmprobe::metrics::Metrics;
-use llmprobe::report::{Capacity, LevelSummary, Percentiles, SweepReport, WorkloadReport};
-use llmprobe::sample::{Outcome, Sample, TokenSource};
+use llmprobe::stats::report::{Capacity, LevelSummary, Percentiles, SweepReport, WorkloadReport};
+use llmprobe::stats::sample::{Outcome, Sample, TokenSource};
 
 fn pct(count: usize, base: f64) -> Percentiles {
     if count == 0 {

@@ -377,7 +377,7 @@ async fn daemon_refreshes_reloads_and_counts_read_errors() {
     assert!(status.is_success(), "{status}");
     let owned: Vec<&str> = ["d2", "d3"]
         .into_iter()
-        .filter(|n| llmprobe::shard::owner(n, 2) == 1)
+        .filter(|n| llmprobe::fleet::shard::owner(n, 2) == 1)
         .collect();
     let text = d
         .wait_for(wait, "shard 1 of 2", |t| {
@@ -387,7 +387,7 @@ async fn daemon_refreshes_reloads_and_counts_read_errors() {
         })
         .await;
     for n in ["d2", "d3"] {
-        let shard = llmprobe::shard::owner(n, 2).to_string();
+        let shard = llmprobe::fleet::shard::owner(n, 2).to_string();
         assert_eq!(
             metric(
                 &text,

@@ -16,7 +16,7 @@ use axum::http::{header, Response, StatusCode};
 use axum::serve::ListenerExt;
 use tokio_util::sync::CancellationToken;
 
-use llmprobe::gateway::PairReport;
+use llmprobe::sweep::pair::PairReport;
 use support::{metric, write_config, Daemon};
 
 /// Stops a server started by the test when dropped, even on panic.
@@ -308,14 +308,14 @@ gateway_pairs:
 async fn measure(direct: SocketAddr, through: SocketAddr, pair: &str) -> PairReport {
     let path = write_config(&pair_config(direct, through, pair));
     let cfg = llmprobe::config::load(&path).unwrap_or_else(|e| panic!("{e}"));
-    let mut reports = llmprobe::gateway::measure_once(&cfg, &[], false)
+    let mut reports = llmprobe::sweep::pair::measure_once(&cfg, &[], false)
         .await
         .unwrap();
     assert_eq!(reports.len(), 1);
     let r = reports.remove(0);
     eprintln!(
         "{}",
-        llmprobe::output::pairs_table(std::slice::from_ref(&r))
+        llmprobe::terminal::pairs_table(std::slice::from_ref(&r))
     );
     assert!(r.success, "{:?}", r.error);
     r

@@ -267,8 +267,9 @@ fn configmap_config_is_valid_on_every_pod_and_the_pods_share_the_targets() {
     let mut discovered = 0;
     for (name, text) in at(&targets_map, &["data"]).as_hash().unwrap() {
         let (name, text) = (name.as_str().unwrap(), text.as_str().unwrap());
-        let format = llmprobe::file_sd::Format::of(Path::new(name)).expect("a file_sd extension");
-        let groups = llmprobe::file_sd::parse(text, format).unwrap();
+        let format =
+            llmprobe::fleet::file_sd::Format::of(Path::new(name)).expect("a file_sd extension");
+        let groups = llmprobe::fleet::file_sd::parse(text, format).unwrap();
         discovered += groups.iter().map(|g| g.targets.len()).sum::<usize>();
         std::fs::write(root.join("targets").join(name), text).unwrap();
     }

@@ -9,9 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use llmprobe::metrics::Metrics;
-use llmprobe::report::SweepReport;
+use llmprobe::probe::client;
+use llmprobe::schedule::endpoint;
+use llmprobe::stats::report::SweepReport;
 use llmprobe::sweep::{Observer, SweepEnv};
-use llmprobe::{client, config, endpoint, sweep};
+use llmprobe::{config, sweep};
 use support::raw::{self, content, finish, good_stream, response, usage, DONE, SSE_HEAD};
 use support::{metric, start, write_config, Behavior};
 use tokio::sync::Semaphore;
@@ -31,7 +33,7 @@ impl Observer for Feed {
         &self,
         target: &config::Target,
         workload: &config::Workload,
-        sample: &llmprobe::sample::Sample,
+        sample: &llmprobe::stats::sample::Sample,
     ) {
         self.0
             .observe_request(&target.name, &target.model, &workload.name, sample);
@@ -448,7 +450,7 @@ async fn ten_megabyte_line_is_cut_off_at_the_line_limit() {
         example(&r, "protocol_error"),
         format!(
             "SSE line longer than {} bytes",
-            llmprobe::probe::MAX_LINE_BYTES
+            llmprobe::probe::exchange::MAX_LINE_BYTES
         )
     );
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use llmprobe::config;
 use support::{start, url_config, write_config, Behavior};
 
-async fn sweep(yaml: &str) -> llmprobe::report::SweepReport {
+async fn sweep(yaml: &str) -> llmprobe::stats::report::SweepReport {
     let path = write_config(yaml);
     let cfg = config::load(&path).unwrap_or_else(|e| panic!("{e}"));
     let mut reports = llmprobe::sweep_once(&cfg, &[], false).await.unwrap();

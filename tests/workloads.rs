@@ -44,7 +44,7 @@ targets:
     assert_eq!(short.capacity.knee_concurrency, 8, "{:#?}", short.levels);
     assert_eq!(long.capacity.knee_concurrency, 2, "{:#?}", long.levels);
     // TTFT grows with prompt length.
-    let ttft = |w: &llmprobe::report::WorkloadReport| w.levels[0].ttft_seconds.p50.unwrap();
+    let ttft = |w: &llmprobe::stats::report::WorkloadReport| w.levels[0].ttft_seconds.p50.unwrap();
     assert!(
         ttft(long) > ttft(short) + 0.02,
         "long {} short {}",

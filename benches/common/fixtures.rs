@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use llmprobe::config::Slo;
 use llmprobe::metrics::Metrics;
-use llmprobe::report::{SweepReport, WorkloadReport};
-use llmprobe::sample::{Outcome, Sample, TokenSource};
-use llmprobe::{knee, stats};
+use llmprobe::stats::report::{SweepReport, WorkloadReport};
+use llmprobe::stats::sample::{Outcome, Sample, TokenSource};
+use llmprobe::stats::{knee, level as stats};
 
 /// Targets, workloads per target and levels per workload of the big exposition.
 pub const TARGETS: usize = 100;

@@ -30,11 +30,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use llmprobe::client::Client;
 use llmprobe::config::Slo;
-use llmprobe::probe::{self, RequestSpec};
-use llmprobe::sample::{Outcome, Sample};
-use llmprobe::stats;
+use llmprobe::probe::client::Client;
+use llmprobe::probe::exchange::{self as probe, RequestSpec};
+use llmprobe::stats::level;
+use llmprobe::stats::sample::{Outcome, Sample};
 use tokio_util::sync::CancellationToken;
 
 use truth::{Pace, Truth};
@@ -366,7 +366,7 @@ async fn level(
         max_shed_ratio: 0.05,
         max_error_ratio: 0.05,
     };
-    std::hint::black_box(stats::summarize_level(
+    std::hint::black_box(level::summarize_level(
         concurrency as u32,
         &plain,
         t0.elapsed(),
@@ -430,8 +430,8 @@ async fn level(
 fn p50_p99(v: &mut [f64]) -> (f64, f64) {
     v.sort_by(f64::total_cmp);
     (
-        stats::quantile_sorted(v, 0.5).unwrap_or(f64::NAN),
-        stats::quantile_sorted(v, 0.99).unwrap_or(f64::NAN),
+        level::quantile_sorted(v, 0.5).unwrap_or(f64::NAN),
+        level::quantile_sorted(v, 0.99).unwrap_or(f64::NAN),
     )
 }
 
@@ -824,7 +824,7 @@ targets:
     // The exposition of a big deployment, through the daemon's own router.
     let metrics = Arc::new(fixtures::big_metrics());
     let (control, _control_rx) = tokio::sync::mpsc::channel(1);
-    let state = llmprobe::server::AppState {
+    let state = llmprobe::http::router::AppState {
         metrics: metrics.clone(),
         ready: Arc::new(true.into()),
         control,
@@ -838,7 +838,7 @@ targets:
     let stop = CancellationToken::new();
     let token = stop.clone();
     tokio::spawn(async move {
-        axum::serve(listener, llmprobe::server::router(state))
+        axum::serve(listener, llmprobe::http::router::router(state))
             .with_graceful_shutdown(token.cancelled_owned())
             .await
     });

@@ -4,8 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use llmprobe::chunk;
-use llmprobe::sse::SseDecoder;
+use llmprobe::stream::chunk;
+use llmprobe::stream::sse::SseDecoder;
 
 /// Small enough that the limit is hit often.
 const LIMIT: usize = 4096;
@@ -14,7 +14,7 @@ fn decode(pieces: &[&[u8]]) -> (Vec<(Option<Vec<u8>>, Vec<u8>)>, bool) {
     let mut dec = SseDecoder::new(LIMIT);
     let mut events = Vec::new();
     let mut failed = false;
-    let mut on_event = |e: llmprobe::sse::SseEvent<'_>| {
+    let mut on_event = |e: llmprobe::stream::sse::SseEvent<'_>| {
         assert!(e.data.len() <= LIMIT);
         let _ = chunk::interpret(e.data);
         events.push((e.event.map(<[u8]>::to_vec), e.data.to_vec()));

@@ -16,8 +16,8 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::client::Client;
-use crate::secret::Secret;
+use crate::config::secret::Secret;
+use crate::probe::client::Client;
 
 /// Time limit of each discovery request.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);

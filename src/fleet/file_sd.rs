@@ -1078,7 +1078,7 @@ mod tests {
             name: "chat".into(),
             max_completion_tokens: 4,
             temperature: 0.0,
-            prompts: vec![crate::prompts::Prompt::user("hi")],
+            prompts: vec![crate::config::prompts::Prompt::user("hi")],
         });
         let config = Arc::new(FileSdConfig {
             patterns: vec![pattern("*.json", &dir).unwrap()],

@@ -5,8 +5,8 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use crate::gateway::PairReport;
-use crate::report::{LevelSummary, SweepReport};
+use crate::stats::report::{LevelSummary, SweepReport};
+use crate::sweep::pair::PairReport;
 
 /// Version of the JSON document's shape; bumped on incompatible changes.
 pub const JSON_FORMAT_VERSION: u32 = 1;

@@ -1,7 +1,7 @@
 //! Level summaries -> capacity: the knee, the recommended `max_in_flight`,
 //! and where throughput stopped growing.
 
-use crate::report::{Capacity, LevelSummary};
+use crate::stats::report::{Capacity, LevelSummary};
 
 /// Gain below which a level is said to add no throughput.
 pub const SATURATION_GAIN: f64 = 0.10;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::client::Client;
+use crate::probe::client::Client;
 
 /// A resolved idle gate of a target.
 #[derive(Debug, Clone, PartialEq)]

@@ -7,6 +7,9 @@
 //! (`llmprobe_fleet_target`), so that Prometheus can tell a target that no
 //! instance measures from one that does not exist.
 
+pub mod file_sd;
+pub mod shard;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 use std::path::Path;
@@ -16,9 +19,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::config::{Config, Env, FileConfig, ProcessEnv, Target, Workload};
-use crate::file_sd::{self, FileSdConfig, Watcher};
 use crate::metrics::FleetMetrics;
-use crate::shard::{self, Shard};
+use file_sd::{FileSdConfig, Watcher};
+use shard::Shard;
 
 /// `source` label of a target written under `targets:`.
 pub const SOURCE_STATIC: &str = "static";

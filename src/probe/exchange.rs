@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
-use crate::chunk::{self, Chunk, ChunkInfo};
-use crate::client::{Client, SendError};
-use crate::sample::{Outcome, Sample, TokenSource};
-use crate::secret::Secret;
-use crate::sse::{SseDecoder, SseEvent};
+use crate::config::secret::Secret;
+use crate::probe::client::{Client, SendError};
+use crate::stats::sample::{Outcome, Sample, TokenSource};
+use crate::stream::chunk::{self, Chunk, ChunkInfo};
+use crate::stream::sse::{SseDecoder, SseEvent};
 
 /// Longest SSE line accepted; longer ones are a protocol error, which keeps
 /// memory bounded whatever a server sends.
@@ -289,7 +289,7 @@ fn failure(
 }
 
 /// The start of a non-2xx body, on one line, without the key.
-async fn error_body(mut resp: crate::client::Response, key: Option<&Secret>) -> String {
+async fn error_body(mut resp: crate::probe::client::Response, key: Option<&Secret>) -> String {
     let key = key.map_or(&[][..], |k| k.expose().as_bytes());
     // Read a key's length more, so that a key straddling the cut is either
     // whole (and replaced) or in the part dropped below.

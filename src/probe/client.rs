@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::secret::Secret;
+use crate::config::secret::Secret;
 
 /// A shared HTTP client; connections are pooled and reused across requests.
 #[derive(Clone, Debug)]

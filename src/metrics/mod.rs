@@ -26,8 +26,8 @@ use prometheus::{
     Gauge, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
 };
 
-use crate::report::{Percentiles, SweepReport};
-use crate::sample::{Outcome, Sample};
+use crate::stats::report::{Percentiles, SweepReport};
+use crate::stats::sample::{Outcome, Sample};
 
 /// Content type of [`Metrics::encode`]'s output (text exposition format 0.0.4).
 pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -1004,8 +1004,8 @@ impl FleetMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{Capacity, LevelSummary, WorkloadReport};
-    use crate::sample::TokenSource;
+    use crate::stats::report::{Capacity, LevelSummary, WorkloadReport};
+    use crate::stats::sample::TokenSource;
     use std::time::Duration;
 
     type Series = (String, BTreeMap<String, String>, f64);

@@ -3,6 +3,9 @@
 //! on requests in flight. A reload diffs the targets: removed ones are
 //! cancelled and their series dropped, changed ones restarted, new ones started.
 
+pub mod endpoint;
+pub mod idle_gate;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -11,12 +14,11 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::Client;
 use crate::config::{Config, Schedule, Target, Workload};
-use crate::endpoint;
 use crate::metrics::Metrics;
-use crate::report::SweepReport;
-use crate::sample::{Outcome, Sample};
+use crate::probe::client::Client;
+use crate::stats::report::SweepReport;
+use crate::stats::sample::{Outcome, Sample};
 use crate::sweep::{self, Observer, SweepEnv};
 
 /// What the index page shows of a target.
@@ -49,7 +51,7 @@ pub struct Scheduler {
     running: BTreeMap<String, Running>,
     root: CancellationToken,
     /// One loop per gateway pair (see `gateway`).
-    pairs: crate::gateway::PairLoops,
+    pairs: crate::sweep::pair::PairLoops,
 }
 
 /// Feeds every measured request into the running totals.
@@ -263,7 +265,7 @@ async fn target_loop(
 
 /// Labels of `llmprobe_target_info`: what the server told, then the
 /// configured labels (which win: an operator may know better).
-fn target_info(target: &Target, setup: &crate::discovery::Setup) -> Vec<(String, String)> {
+fn target_info(target: &Target, setup: &crate::probe::setup::Setup) -> Vec<(String, String)> {
     let mut info = vec![
         ("model".to_string(), target.model.clone()),
         ("server".to_string(), setup.server.clone()),
@@ -279,12 +281,12 @@ fn target_info(target: &Target, setup: &crate::discovery::Setup) -> Vec<(String,
 async fn wait_until_idle(
     env: &SweepEnv,
     target: &Target,
-    gate: &crate::idle_gate::IdleGate,
+    gate: &crate::schedule::idle_gate::IdleGate,
     metrics: &Metrics,
     cancel: &CancellationToken,
 ) -> bool {
     loop {
-        match crate::idle_gate::read(&env.client, gate).await {
+        match crate::schedule::idle_gate::read(&env.client, gate).await {
             Ok(v) if v <= gate.max_value => return true,
             Ok(v) => {
                 metrics.sweep_postponed(&target.name);

@@ -1,6 +1,8 @@
 //! One sweep of one target: per workload, warm-up, then one closed-loop level
 //! per concurrency value until a level breaks the SLO.
 
+pub mod pair;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -9,14 +11,14 @@ use bytes::Bytes;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::Client;
 use crate::config::{Target, Workload};
-use crate::knee;
-use crate::probe::{self, RequestSpec};
-use crate::report::{LevelSummary, SweepReport, WorkloadReport};
-use crate::request;
-use crate::sample::{Outcome, Sample};
-use crate::stats;
+use crate::probe::body;
+use crate::probe::client::Client;
+use crate::probe::exchange::{self as probe, RequestSpec};
+use crate::stats::knee;
+use crate::stats::level;
+use crate::stats::report::{LevelSummary, SweepReport, WorkloadReport};
+use crate::stats::sample::{Outcome, Sample};
 
 /// Receives what a sweep does as it happens (metrics, progress line).
 pub trait Observer: Send + Sync {
@@ -63,7 +65,7 @@ pub async fn run(
     time_limit: Duration,
 ) -> SweepReport {
     let started = Instant::now();
-    let setup = crate::discovery::discover(
+    let setup = crate::probe::setup::discover(
         &env.client,
         base_url,
         target.api_key.as_ref(),
@@ -164,7 +166,7 @@ async fn run_workload(
         if cancel.is_cancelled() {
             break;
         }
-        let summary = stats::summarize_level(concurrency, &samples, wall, &target.slo);
+        let summary = level::summarize_level(concurrency, &samples, wall, &target.slo);
         let ok = summary.within_slo;
         if !ok {
             stopped_because = Some(slo_breach(&summary, target));
@@ -233,7 +235,7 @@ impl Requests {
             target: target.clone(),
             workload: workload.clone(),
             url: format!("{base_url}/chat/completions"),
-            bodies: request::bodies(&target.model, workload, target.max_tokens_field),
+            bodies: body::bodies(&target.model, workload, target.max_tokens_field),
         }
     }
 

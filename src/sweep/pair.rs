@@ -24,12 +24,12 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, GatewayPair, Schedule, Target};
-use crate::endpoint;
 use crate::metrics::Metrics;
+use crate::schedule::endpoint;
 
-use crate::report::Percentiles;
-use crate::sample::{Outcome, Sample};
-use crate::stats;
+use crate::stats::level;
+use crate::stats::report::Percentiles;
+use crate::stats::sample::{Outcome, Sample};
 use crate::sweep::{NoObserver, Requests, SweepEnv};
 
 /// The `quantity` label of the latency overhead.
@@ -127,7 +127,7 @@ pub fn direct_first(round: usize) -> bool {
 
 /// Summarises the counted samples of one side.
 pub fn summarize_side(target: &str, samples: &[Sample]) -> SideSummary {
-    let outcomes = stats::count_outcomes(samples);
+    let outcomes = level::count_outcomes(samples);
     let ok = samples.iter().filter(|s| s.outcome == Outcome::Ok);
     let mut latency: Vec<f64> = ok
         .clone()
@@ -138,8 +138,8 @@ pub fn summarize_side(target: &str, samples: &[Sample]) -> SideSummary {
         target: target.to_string(),
         requests: samples.len() as u64,
         outcomes,
-        latency_seconds: stats::percentiles(&mut latency),
-        ttft_seconds: stats::percentiles(&mut ttft),
+        latency_seconds: level::percentiles(&mut latency),
+        ttft_seconds: level::percentiles(&mut ttft),
         first_error: samples
             .iter()
             .find(|s| s.outcome != Outcome::Ok)
@@ -323,7 +323,8 @@ pub async fn measure_once(
     progress: bool,
 ) -> anyhow::Result<Vec<PairReport>> {
     let env = SweepEnv {
-        client: crate::client::Client::new(crate::CONNECT_TIMEOUT).map_err(anyhow::Error::msg)?,
+        client: crate::probe::client::Client::new(crate::CONNECT_TIMEOUT)
+            .map_err(anyhow::Error::msg)?,
         in_flight: Arc::new(Semaphore::new(config.schedule.max_in_flight_total as usize)),
         cancel: CancellationToken::new(),
         observer: Arc::new(NoObserver),
@@ -428,7 +429,7 @@ impl PairLoops {
             .into_values()
             .filter(|(p, _, _)| !self.running.contains_key(&p.name))
             .collect();
-        let gap = crate::scheduler::stagger_gap(schedule.interval, new.len());
+        let gap = crate::schedule::stagger_gap(schedule.interval, new.len());
         for (i, (pair, direct, through)) in new.into_iter().enumerate() {
             let cancel = root.child_token();
             let offset = gap * i as u32 + gap.mul_f64(fastrand::f64());
@@ -501,7 +502,7 @@ async fn pair_loop(
         }
         log_report(&report);
         publish(&metrics, &report);
-        let wait = crate::scheduler::jittered(schedule.interval, schedule.jitter, fastrand::f64());
+        let wait = crate::schedule::jittered(schedule.interval, schedule.jitter, fastrand::f64());
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = cancel.cancelled() => break,

@@ -2,6 +2,9 @@
 //! decoded strictly, then validated and resolved into what the scheduler and
 //! the sweep use. Every problem is collected, each naming the file and key.
 
+pub mod prompts;
+pub mod secret;
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
@@ -11,8 +14,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
-use crate::prompts::{self, Prompt};
-use crate::secret::Secret;
+use crate::config::secret::Secret;
+use prompts::Prompt;
 
 /// Where the config is read from when no `--config` is given.
 pub const DEFAULT_PATH: &str = "config/llmprobe.yaml";
@@ -60,13 +63,13 @@ pub struct FileConfig {
     pub web: WebFile,
     /// Targets discovered from Prometheus `file_sd` files.
     #[serde(default)]
-    pub file_sd: Option<crate::file_sd::FileSdFile>,
+    pub file_sd: Option<crate::fleet::file_sd::FileSdFile>,
     /// How a discovered entry becomes a target.
     #[serde(default)]
-    pub target_template: Option<crate::file_sd::TemplateFile>,
+    pub target_template: Option<crate::fleet::file_sd::TemplateFile>,
     /// This instance's share of the targets, when several share a fleet.
     #[serde(default)]
-    pub shard: Option<crate::shard::ShardFile>,
+    pub shard: Option<crate::fleet::shard::ShardFile>,
 }
 
 fn default_listen() -> String {
@@ -131,7 +134,7 @@ pub struct Web {
     /// Whether `POST /-/reload` is served.
     pub enable_reload: bool,
     /// Basic auth (disabled when no user is configured).
-    pub auth: crate::web::BasicAuth,
+    pub auth: crate::http::exposure::BasicAuth,
     /// TLS server configuration, when HTTPS is on.
     pub tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
 }
@@ -472,7 +475,7 @@ pub struct Target {
     /// Request field for the output limit.
     pub max_tokens_field: MaxTokensField,
     /// Postpone sweeps while the server is busy.
-    pub idle_gate: Option<crate::idle_gate::IdleGate>,
+    pub idle_gate: Option<crate::schedule::idle_gate::IdleGate>,
 }
 
 /// A fully resolved workload.
@@ -742,10 +745,11 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
 
     let gateway_pairs = resolve_gateway_pairs(&file, &targets, &workloads, &mut bad);
 
-    let auth = crate::web::BasicAuth::new(file.web.basic_auth_users.clone()).unwrap_or_else(|e| {
-        bad("web.basic_auth_users", e);
-        Default::default()
-    });
+    let auth = crate::http::exposure::BasicAuth::new(file.web.basic_auth_users.clone())
+        .unwrap_or_else(|e| {
+            bad("web.basic_auth_users", e);
+            Default::default()
+        });
     let rel = |p: &PathBuf| {
         if p.is_relative() {
             base_dir.join(p)
@@ -755,7 +759,7 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
     };
     let tls = match (&file.web.tls_cert_file, &file.web.tls_key_file) {
         (None, None) => None,
-        (Some(cert), Some(key)) => match crate::web::load_tls(&rel(cert), &rel(key)) {
+        (Some(cert), Some(key)) => match crate::http::exposure::load_tls(&rel(cert), &rel(key)) {
             Ok(t) => Some(t),
             Err(e) => {
                 bad("web.tls_cert_file", e);
@@ -1163,7 +1167,7 @@ pub(crate) fn resolve_target(
                 bad(&k("idle_gate.metric"), "must not be empty".into())
             }
             Ok(url) => {
-                return Some(crate::idle_gate::IdleGate {
+                return Some(crate::schedule::idle_gate::IdleGate {
                     metrics_url: url,
                     metric: g.metric.trim().to_string(),
                     max_value: g.max_value,

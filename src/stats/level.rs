@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::config::Slo;
-use crate::report::{LevelSummary, Percentiles};
-use crate::sample::{Outcome, Sample, TokenSource};
+use crate::stats::report::{LevelSummary, Percentiles};
+use crate::stats::sample::{Outcome, Sample, TokenSource};
 
 /// The `q` quantile (0..=1) of already sorted values, by linear interpolation
 /// between closest ranks: numpy's default `linear` method (Hyndman and Fan

@@ -39,7 +39,7 @@ pub fn bodies(model: &str, workload: &Workload, field: MaxTokensField) -> Vec<By
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prompts::Prompt;
+    use crate::config::prompts::Prompt;
 
     #[test]
     fn body_has_stream_usage_and_chosen_token_field() {

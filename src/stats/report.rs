@@ -110,7 +110,7 @@ pub struct SweepReport {
     /// Unix time at which it finished, seconds.
     pub finished_at_unix_seconds: f64,
     /// What the server told about itself.
-    pub setup: crate::discovery::Setup,
+    pub setup: crate::probe::setup::Setup,
     /// Per-workload results.
     pub workloads: Vec<WorkloadReport>,
 }
