@@ -13,13 +13,43 @@ use crate::stats::sample::{Outcome, Sample, TokenSource};
 /// type 7): with h = (n - 1) q, the result is x[floor h] + (h - floor h) (x[floor h + 1] - x[floor h]).
 /// None for an empty slice.
 pub fn quantile_sorted(sorted: &[f64], q: f64) -> Option<f64> {
-    if sorted.is_empty() {
+    quantile_of(sorted.len(), q, |i| sorted[i])
+}
+
+/// [`quantile_sorted`] of the `len` sorted values that `at` returns by rank:
+/// the one interpolation, for callers whose values are not one slice (the
+/// early verdict reads zeros it never stores).
+pub fn quantile_of(len: usize, q: f64, at: impl Fn(usize) -> f64) -> Option<f64> {
+    if len == 0 {
         return None;
     }
-    let h = (sorted.len() - 1) as f64 * q.clamp(0.0, 1.0);
+    let h = (len - 1) as f64 * q.clamp(0.0, 1.0);
     let lo = h.floor() as usize;
-    let hi = (lo + 1).min(sorted.len() - 1);
-    Some(sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo]))
+    let hi = (lo + 1).min(len - 1);
+    Some(at(lo) + (h - lo as f64) * (at(hi) - at(lo)))
+}
+
+/// The quantile of the latency that decides a level (its p95).
+pub const DECISION_QUANTILE: f64 = 0.95;
+
+/// The latency, in seconds, a request contributes to the percentile that
+/// decides its level; None when it has no place in it (it failed, or was
+/// shed). The early verdict reads the same definition.
+pub fn decision_seconds(s: &Sample) -> Option<f64> {
+    match s.outcome {
+        Outcome::Ok => s.latency.map(secs),
+        _ => None,
+    }
+}
+
+/// `count` as a fraction of `of` requests (0 of none): the shed and error
+/// ratios, computed one way for the full level and for the early verdict.
+pub fn ratio(count: u64, of: u64) -> f64 {
+    if of == 0 {
+        0.0
+    } else {
+        count as f64 / of as f64
+    }
 }
 
 /// p50, p95 and p99 of `values` (sorted in place), with their count.
@@ -73,14 +103,11 @@ pub fn summarize_level(
         .collect();
     let requests = samples.len() as u64;
     let shed = samples.iter().filter(|s| s.outcome.is_shed()).count() as u64;
-    let failed = requests - ok.len() as u64 - shed;
-    let ratio = |n: u64| {
-        if requests == 0 {
-            0.0
-        } else {
-            n as f64 / requests as f64
-        }
-    };
+    // Requests llmprobe cancelled itself (a level stopped early) ended
+    // neither well nor badly: they count in no ratio.
+    let cancelled = outcomes[Outcome::Cancelled.as_str()];
+    let ended = requests - cancelled;
+    let failed = ended - ok.len() as u64 - shed;
 
     let mut ttft: Vec<f64> = ok.iter().filter_map(|s| s.ttft.map(secs)).collect();
     let mut latency: Vec<f64> = ok.iter().filter_map(|s| s.latency.map(secs)).collect();
@@ -117,9 +144,12 @@ pub fn summarize_level(
     let tokens_per_content_chunk =
         (usage_chunks > 0).then(|| usage_tokens as f64 / usage_chunks as f64);
     let latency = percentiles(&mut latency);
-    let shed_ratio = ratio(shed);
-    let error_ratio = ratio(failed);
-    let within_slo = latency.p95.is_some_and(|p| p <= secs(slo.p95_latency))
+    let mut decision: Vec<f64> = samples.iter().filter_map(decision_seconds).collect();
+    decision.sort_unstable_by(f64::total_cmp);
+    let decision_p95 = quantile_sorted(&decision, DECISION_QUANTILE);
+    let shed_ratio = ratio(shed, ended);
+    let error_ratio = ratio(failed, ended);
+    let within_slo = decision_p95.is_some_and(|p| p <= secs(slo.p95_latency))
         && shed_ratio <= slo.max_shed_ratio
         && error_ratio <= slo.max_error_ratio;
 

@@ -5,3 +5,4 @@ pub mod knee;
 pub mod level;
 pub mod report;
 pub mod sample;
+pub mod verdict;
