@@ -2,6 +2,7 @@
 //! decoded strictly, then validated and resolved into what the scheduler and
 //! the sweep use. Every problem is collected, each naming the file and key.
 
+pub mod gentle;
 pub mod prompts;
 pub mod secret;
 

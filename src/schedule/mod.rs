@@ -5,6 +5,7 @@
 
 pub mod endpoint;
 pub mod idle_gate;
+pub mod warm_start;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};

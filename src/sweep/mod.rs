@@ -1,7 +1,9 @@
 //! One sweep of one target: per workload, warm-up, then one closed-loop level
 //! per concurrency value until a level breaks the SLO.
 
+pub mod ladder;
 pub mod pair;
+pub mod refine;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
