@@ -241,6 +241,7 @@ pub async fn sweep_once(
                 target,
                 &reachable.base_url,
                 config.schedule.sweep_timeout,
+                None,
             )
             .await,
         );

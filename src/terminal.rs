@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use crate::stats::report::{LevelSummary, SweepReport};
+use crate::stats::report::{LevelRole, LevelSummary, SweepKind, SweepReport};
 use crate::sweep::pair::PairReport;
 
 /// Version of the JSON document's shape; bumped on incompatible changes.
@@ -48,8 +48,32 @@ fn num(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.1}"))
 }
 
+/// Failed requests: neither ok nor shed, nor cancelled by llmprobe itself.
 fn errors(l: &LevelSummary) -> u64 {
-    l.requests - l.outcomes.get("ok").copied().unwrap_or(0) - shed(l)
+    l.requests
+        - l.outcomes.get("ok").copied().unwrap_or(0)
+        - shed(l)
+        - l.outcomes.get("cancelled").copied().unwrap_or(0)
+}
+
+/// What the row of a level says after its figures.
+fn level_notes(l: &LevelSummary) -> String {
+    let mut notes = String::new();
+    if l.role == LevelRole::Refinement {
+        notes.push_str("  refinement");
+    }
+    if !l.within_slo {
+        notes.push_str("  <- over SLO");
+    }
+    if let Some(e) = &l.stopped_early {
+        let cancelled = l.outcomes.get("cancelled").copied().unwrap_or(0);
+        let _ = write!(
+            notes,
+            " (stopped early: {} requests saved, {cancelled} cancelled in flight)",
+            e.saved_requests
+        );
+    }
+    notes
 }
 
 fn shed(l: &LevelSummary) -> u64 {
@@ -63,8 +87,14 @@ pub fn table(reports: &[SweepReport]) -> String {
     for r in reports {
         let _ = writeln!(
             out,
-            "target {}  model {}  sweep {:.1}s",
-            r.target, r.model, r.duration_seconds
+            "target {}  model {}  sweep {:.1}s{}",
+            r.target,
+            r.model,
+            r.duration_seconds,
+            match r.kind {
+                SweepKind::Full => "",
+                SweepKind::Warm => " (warm start)",
+            }
         );
         let st = &r.setup;
         if !st.server.is_empty() || st.model_listed.is_some() {
@@ -116,7 +146,14 @@ pub fn table(reports: &[SweepReport]) -> String {
                     num(l.generation_tokens_per_second.p50),
                     secs(l.latency_seconds.p95),
                     l.throughput_tokens_per_second,
-                    if l.within_slo { "" } else { "  <- over SLO" },
+                    level_notes(l),
+                );
+            }
+            if !w.skipped_levels.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "  warm start: levels {:?} not run (at most half the last knee)",
+                    w.skipped_levels
                 );
             }
             let c = &w.capacity;
@@ -148,7 +185,13 @@ pub fn table(reports: &[SweepReport]) -> String {
             for (outcome, e) in examples {
                 let _ = writeln!(out, "  {outcome}, e.g.: {e}");
             }
-            let sources: Vec<&str> = w.levels.iter().map(|l| l.token_source).collect();
+            // A level without a completed request counted nothing either way.
+            let sources: Vec<&str> = w
+                .levels
+                .iter()
+                .map(|l| l.token_source)
+                .filter(|s| *s != "none")
+                .collect();
             if let Some(src) = sources.first() {
                 let src = if sources.iter().all(|s| s == src) {
                     *src

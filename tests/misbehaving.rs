@@ -70,6 +70,7 @@ impl Harness {
             target,
             &reachable.base_url,
             cfg.schedule.sweep_timeout,
+            None,
         );
         let report = tokio::time::timeout(SWEEP_BOUND, run)
             .await

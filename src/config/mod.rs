@@ -477,6 +477,12 @@ pub struct Target {
     pub max_tokens_field: MaxTokensField,
     /// Postpone sweeps while the server is busy.
     pub idle_gate: Option<crate::schedule::idle_gate::IdleGate>,
+    /// Stop a level as soon as its verdict (a break) is certain.
+    pub early_stop: bool,
+    /// How finely the knee is located between two configured levels.
+    pub refine_resolution: gentle::Resolution,
+    /// Climb every level from the lowest every this many sweeps (0 or 1: always).
+    pub full_sweep_every: u32,
 }
 
 /// A fully resolved workload.
@@ -1198,6 +1204,9 @@ pub(crate) fn resolve_target(
         headroom,
         max_tokens_field,
         idle_gate,
+        early_stop: false,
+        refine_resolution: gentle::Resolution::Off,
+        full_sweep_every: 6,
     })
 }
 

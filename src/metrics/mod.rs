@@ -1091,7 +1091,10 @@ mod tests {
         outcomes.insert("shed", 2);
         LevelSummary {
             concurrency,
+            role: Default::default(),
             requests: 12,
+            planned_requests: 12,
+            stopped_early: None,
             outcomes,
             shed_ratio: 2.0 / 12.0,
             error_ratio: 0.0,
@@ -1115,6 +1118,7 @@ mod tests {
         WorkloadReport {
             workload: name.to_string(),
             levels: levels.iter().map(|c| level(*c)).collect(),
+            skipped_levels: Vec::new(),
             capacity: Capacity {
                 knee_concurrency: levels.last().copied().unwrap_or(0),
                 throughput_tokens_per_second: 123.0,
@@ -1129,6 +1133,7 @@ mod tests {
     fn report(target: &str, workloads: Vec<WorkloadReport>) -> SweepReport {
         SweepReport {
             target: target.to_string(),
+            kind: Default::default(),
             model: "qwen".to_string(),
             success: true,
             error: None,

@@ -232,16 +232,29 @@ async fn target_loop(
     };
     metrics.set_target_info(&target.name, &target_info(&target, &Default::default()));
     metrics.target_started(&target.name);
+    // A new loop (first start, or a reload that changed the target) starts
+    // with a full sweep.
+    let mut planner = warm_start::Planner::new(target.full_sweep_every, target.refine_resolution);
     loop {
         if let Some(gate) = &target.idle_gate {
             if !wait_until_idle(&env, &target, gate, &metrics, &cancel).await {
                 break;
             }
         }
-        let report = sweep::run(&env, &target, &reachable.base_url, schedule.sweep_timeout).await;
+        let plan = planner.plan();
+        let warm = (plan.kind == warm_start::Kind::Warm).then_some(&plan.warm);
+        let report = sweep::run(
+            &env,
+            &target,
+            &reachable.base_url,
+            schedule.sweep_timeout,
+            warm,
+        )
+        .await;
         if cancel.is_cancelled() {
             break;
         }
+        planner.record(plan.kind, warm_start::found_in(&report));
         log_sweep(&report);
         metrics.set_target_info(&target.name, &target_info(&target, &report.setup));
         metrics.publish_sweep(&report);

@@ -7,26 +7,10 @@
 use std::collections::BTreeMap;
 
 use crate::config::gentle::Resolution;
+use crate::stats::report::SweepReport;
 use crate::sweep::ladder::WarmStart;
 
-/// The kind of a sweep (the `kind` label of `llmprobe_sweeps_total`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// Every configured level from the lowest.
-    Full,
-    /// The baseline, then the levels from half the last knee.
-    Warm,
-}
-
-impl Kind {
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Full => "full",
-            Kind::Warm => "warm",
-        }
-    }
-}
+pub use crate::stats::report::SweepKind as Kind;
 
 /// What a sweep found for one workload: its knee and the lowest level
 /// that broke above it (None when every level passed).
@@ -36,6 +20,24 @@ pub struct Found {
     pub knee: u32,
     /// The lowest level run above the knee that broke the SLO.
     pub broken: Option<u32>,
+}
+
+/// What a completed sweep found, per workload; None when it did not complete.
+pub fn found_in(report: &SweepReport) -> Option<BTreeMap<String, Found>> {
+    if !report.success {
+        return None;
+    }
+    let found = report.workloads.iter().map(|w| {
+        let knee = w.capacity.knee_concurrency;
+        let broken = w
+            .levels
+            .iter()
+            .filter(|l| l.concurrency > knee && !l.within_slo)
+            .map(|l| l.concurrency)
+            .min();
+        (w.workload.clone(), Found { knee, broken })
+    });
+    Some(found.collect())
 }
 
 /// The plan of the next sweep: its kind and, when warm, where each

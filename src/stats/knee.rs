@@ -47,7 +47,10 @@ mod tests {
     fn level(concurrency: u32, throughput: f64, within_slo: bool) -> LevelSummary {
         LevelSummary {
             concurrency,
+            role: Default::default(),
             requests: 8,
+            planned_requests: 8,
+            stopped_early: None,
             outcomes: BTreeMap::new(),
             shed_ratio: 0.0,
             error_ratio: 0.0,

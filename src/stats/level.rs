@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::config::Slo;
-use crate::stats::report::{LevelSummary, Percentiles};
+use crate::stats::report::{LevelRole, LevelSummary, Percentiles};
 use crate::stats::sample::{Outcome, Sample, TokenSource};
 
 /// The `q` quantile (0..=1) of already sorted values, by linear interpolation
@@ -91,7 +91,9 @@ pub fn summarize_level(
     let outcomes = count_outcomes(samples);
     let mut error_examples: BTreeMap<&'static str, String> = BTreeMap::new();
     for s in samples {
-        if let (true, Some(e)) = (s.outcome != Outcome::Ok, &s.error) {
+        // A request llmprobe cancelled itself has nothing to explain.
+        let failed = !matches!(s.outcome, Outcome::Ok | Outcome::Cancelled);
+        if let (true, Some(e)) = (failed, &s.error) {
             error_examples
                 .entry(s.outcome.as_str())
                 .or_insert_with(|| e.clone());
@@ -155,7 +157,10 @@ pub fn summarize_level(
 
     LevelSummary {
         concurrency,
+        role: LevelRole::Configured,
         requests,
+        planned_requests: requests,
+        stopped_early: None,
         outcomes,
         shed_ratio,
         error_ratio,

@@ -23,13 +23,50 @@ impl Percentiles {
     }
 }
 
+/// Why a level was run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum LevelRole {
+    /// One of the configured levels.
+    #[default]
+    Configured,
+    /// A refinement probe between a passed and a broken level.
+    Refinement,
+}
+
+impl LevelRole {
+    /// The value used in JSON and tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LevelRole::Configured => "configured",
+            LevelRole::Refinement => "refinement",
+        }
+    }
+}
+
+/// A level stopped as soon as its verdict was certain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct EarlyStop {
+    /// The limit the full level was certain to break: `shed`, `errors` or `p95_latency`.
+    pub breach: &'static str,
+    /// Requests of the planned count never sent.
+    pub saved_requests: u64,
+}
+
 /// Summary of one concurrency level.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LevelSummary {
     /// Requests kept in flight.
     pub concurrency: u32,
-    /// Requests sent in the level.
+    /// Configured level or refinement probe.
+    pub role: LevelRole,
+    /// Requests sent in the level (those cancelled in flight included).
     pub requests: u64,
+    /// Requests the level was to send.
+    pub planned_requests: u64,
+    /// Set when the level stopped before sending all of them, its verdict
+    /// (a break) already certain; its requests in flight were cancelled.
+    pub stopped_early: Option<EarlyStop>,
     /// Requests per outcome, keyed by the outcome label.
     pub outcomes: std::collections::BTreeMap<&'static str, u64>,
     /// Fraction of requests shed (503) or rate limited (429).
@@ -88,10 +125,33 @@ pub struct Capacity {
 pub struct WorkloadReport {
     /// Workload name.
     pub workload: String,
-    /// Levels measured, in order.
+    /// Levels measured, by concurrency.
     pub levels: Vec<LevelSummary>,
+    /// Configured levels a warm start did not run (below half the last knee).
+    pub skipped_levels: Vec<u32>,
     /// Knee and recommendation.
     pub capacity: Capacity,
+}
+
+/// Whether a sweep climbed every level from the lowest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SweepKind {
+    /// Every configured level from the lowest.
+    #[default]
+    Full,
+    /// The baseline, then the levels above half the last knee.
+    Warm,
+}
+
+impl SweepKind {
+    /// The value of the `kind` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SweepKind::Full => "full",
+            SweepKind::Warm => "warm",
+        }
+    }
 }
 
 /// Results of one sweep of one target.
@@ -99,6 +159,8 @@ pub struct WorkloadReport {
 pub struct SweepReport {
     /// Target name.
     pub target: String,
+    /// Full climb or warm start.
+    pub kind: SweepKind,
     /// Model id requested.
     pub model: String,
     /// Whether every workload was measured to the end.

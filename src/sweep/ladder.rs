@@ -10,25 +10,7 @@ use std::collections::BTreeMap;
 use crate::config::gentle::Resolution;
 use crate::sweep::refine::Bisection;
 
-/// Why a level is run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    /// One of the configured levels.
-    Configured,
-    /// A refinement probe between two configured levels.
-    Refinement,
-}
-
-impl Role {
-    /// The label value used in metrics and JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Configured => "configured",
-            Role::Refinement => "refinement",
-        }
-    }
-}
+pub use crate::stats::report::LevelRole as Role;
 
 /// Where a warm start begins, from what the last sweep found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

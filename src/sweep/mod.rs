@@ -5,22 +5,25 @@ pub mod ladder;
 pub mod pair;
 pub mod refine;
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Target, Workload};
+use crate::config::{Slo, Target, Workload};
 use crate::probe::body;
 use crate::probe::client::Client;
 use crate::probe::exchange::{self as probe, RequestSpec};
 use crate::stats::knee;
 use crate::stats::level;
-use crate::stats::report::{LevelSummary, SweepReport, WorkloadReport};
+use crate::stats::report::{EarlyStop, LevelSummary, SweepKind, SweepReport, WorkloadReport};
 use crate::stats::sample::{Outcome, Sample};
+use crate::stats::verdict::{Breach, Tally};
+use crate::sweep::ladder::{Ladder, WarmStart};
 
 /// Receives what a sweep does as it happens (metrics, progress line).
 pub trait Observer: Send + Sync {
@@ -59,12 +62,14 @@ pub struct SweepEnv {
     pub observer: Arc<dyn Observer>,
 }
 
-/// Runs one sweep of `target` served at `base_url`, within `time_limit`.
+/// Runs one sweep of `target` served at `base_url`, within `time_limit`:
+/// a full climb, or a warm start (per workload name) when `warm` is given.
 pub async fn run(
     env: &SweepEnv,
     target: &Arc<Target>,
     base_url: &str,
     time_limit: Duration,
+    warm: Option<&BTreeMap<String, WarmStart>>,
 ) -> SweepReport {
     let started = Instant::now();
     let setup = crate::probe::setup::discover(
@@ -86,7 +91,8 @@ pub async fn run(
     let cancel = env.cancel.child_token();
     let work = async {
         for w in &target.workloads {
-            workloads.push(run_workload(env, &cancel, target, w, base_url).await);
+            let start = warm.map(|m| m.get(&w.name).cloned().unwrap_or_default());
+            workloads.push(run_workload(env, &cancel, target, w, base_url, start.as_ref()).await);
             if cancel.is_cancelled() {
                 break;
             }
@@ -106,6 +112,11 @@ pub async fn run(
     };
     SweepReport {
         target: target.name.clone(),
+        kind: if warm.is_some() {
+            SweepKind::Warm
+        } else {
+            SweepKind::Full
+        },
         model: target.model.clone(),
         success: error.is_none(),
         error,
@@ -140,6 +151,7 @@ async fn run_workload(
     target: &Arc<Target>,
     workload: &Arc<Workload>,
     base_url: &str,
+    warm: Option<&WarmStart>,
 ) -> WorkloadReport {
     let shared = Arc::new(Shared {
         env: env.clone(),
@@ -151,12 +163,13 @@ async fn run_workload(
     let first_level = target.levels.first().copied().unwrap_or(1);
     if target.warmup_requests > 0 {
         let c = target.warmup_requests.min(first_level.max(1));
-        run_level(&shared, c, target.warmup_requests as u64, false).await;
+        run_level(&shared, c, target.warmup_requests as u64, false, None).await;
     }
 
+    let mut ladder = Ladder::new(&target.levels, target.refine_resolution, warm);
     let mut levels: Vec<LevelSummary> = Vec::new();
-    let mut stopped_because = None;
-    for &concurrency in &target.levels {
+    let judge = target.early_stop.then_some(&target.slo);
+    while let Some((concurrency, role)) = ladder.next() {
         if cancel.is_cancelled() {
             break;
         }
@@ -164,24 +177,36 @@ async fn run_workload(
             .requests_per_level
             .count(concurrency, target.min_requests_per_level);
         env.observer.level_started(target, workload, concurrency, n);
-        let (samples, wall) = run_level(&shared, concurrency, n, true).await;
+        let run = run_level(&shared, concurrency, n, true, judge).await;
         if cancel.is_cancelled() {
             break;
         }
-        let summary = level::summarize_level(concurrency, &samples, wall, &target.slo);
-        let ok = summary.within_slo;
-        if !ok {
-            stopped_because = Some(slo_breach(&summary, target));
+        let mut summary = level::summarize_level(concurrency, &run.samples, run.wall, &target.slo);
+        summary.role = role;
+        summary.planned_requests = n;
+        if let Some(breach) = run.stopped {
+            // Certain to break in full (stats::verdict): the partial level
+            // is judged as the full one would be.
+            summary.within_slo = false;
+            summary.stopped_early = Some(EarlyStop {
+                breach: breach.as_str(),
+                saved_requests: n.saturating_sub(summary.requests),
+            });
         }
+        ladder.record(concurrency, summary.within_slo);
         levels.push(summary);
-        if !ok {
-            break;
-        }
     }
+    levels.sort_by_key(|l| l.concurrency);
+    // Why climbing stopped: the lowest level that broke the SLO.
+    let stopped_because = levels
+        .iter()
+        .find(|l| !l.within_slo)
+        .map(|l| slo_breach(l, target));
     let capacity = knee::capacity(&levels, target.headroom, stopped_because);
     WorkloadReport {
         workload: workload.name.clone(),
         levels,
+        skipped_levels: ladder.skipped().to_vec(),
         capacity,
     }
 }
@@ -208,6 +233,14 @@ fn slo_breach(l: &LevelSummary, target: &Target) -> String {
         why.push(format!(
             "error ratio {:.3} over {}",
             l.error_ratio, slo.max_error_ratio
+        ));
+    }
+    if let Some(e) = &l.stopped_early {
+        why.push(format!(
+            "{} certain after {} of {} requests",
+            e.breach.replace('_', " "),
+            l.requests,
+            l.planned_requests
         ));
     }
     format!("concurrency {}: {}", l.concurrency, why.join(", "))
@@ -278,34 +311,88 @@ impl Requests {
     }
 }
 
+/// What one level did.
+struct LevelRun {
+    /// One sample per request sent (cancelled ones included).
+    samples: Vec<Sample>,
+    /// From the level's start to its last completion.
+    wall: Duration,
+    /// Set when the level stopped early: the limit it was certain to break.
+    stopped: Option<Breach>,
+}
+
+/// The early verdict shared by the workers of one level.
+struct Judge {
+    slo: Slo,
+    tally: Mutex<Tally>,
+    stopped: Mutex<Option<Breach>>,
+    /// Cancels the level's requests, in flight and waiting, once it is decided.
+    decided: CancellationToken,
+}
+
+impl Judge {
+    /// Records a finished request; decides the level when its break is certain.
+    fn record(&self, s: &Sample) {
+        if s.outcome == Outcome::Cancelled {
+            return;
+        }
+        let mut tally = self.tally.lock().unwrap_or_else(|e| e.into_inner());
+        tally.record(s);
+        let mut stopped = self.stopped.lock().unwrap_or_else(|e| e.into_inner());
+        if stopped.is_none() {
+            if let Some(b) = tally.certain_break(&self.slo, &[]) {
+                *stopped = Some(b);
+                self.decided.cancel();
+            }
+        }
+    }
+}
+
 /// Keeps exactly `concurrency` requests in flight (a finished one replaced at
-/// once) until `n` were sent. Returns the samples and the level's wall time,
-/// from its start to the last completion.
+/// once) until `n` were sent, or, when `early_stop` gives the SLO, until the
+/// level is certain to break it (requests in flight are then cancelled).
 async fn run_level(
     shared: &Arc<Shared>,
     concurrency: u32,
     n: u64,
     counted: bool,
-) -> (Vec<Sample>, Duration) {
+    early_stop: Option<&Slo>,
+) -> LevelRun {
     let next = Arc::new(AtomicU64::new(0));
+    let decided = shared.cancel.child_token();
+    let judge = early_stop.map(|slo| {
+        Arc::new(Judge {
+            slo: *slo,
+            tally: Mutex::new(Tally::new(n)),
+            stopped: Mutex::new(None),
+            decided: decided.clone(),
+        })
+    });
     let start = Instant::now();
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..concurrency.max(1) {
         let shared = shared.clone();
         let next = next.clone();
+        let decided = decided.clone();
+        let judge = judge.clone();
         workers.spawn(async move {
             let mut mine = Vec::new();
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= n || shared.cancel.is_cancelled() {
+                if i >= n || decided.is_cancelled() {
                     break;
                 }
                 match shared
                     .requests
-                    .send(&shared.env, &shared.cancel, i, counted)
+                    .send(&shared.env, &decided, i, counted)
                     .await
                 {
-                    Some(done) => mine.push(done),
+                    Some((s, ended)) => {
+                        if let Some(j) = &judge {
+                            j.record(&s);
+                        }
+                        mine.push((s, ended));
+                    }
                     None => break,
                 }
             }
@@ -322,5 +409,10 @@ async fn run_level(
             }
         }
     }
-    (samples, end - start)
+    let stopped = judge.and_then(|j| *j.stopped.lock().unwrap_or_else(|e| e.into_inner()));
+    LevelRun {
+        samples,
+        wall: end - start,
+        stopped,
+    }
 }
