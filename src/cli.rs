@@ -33,6 +33,18 @@ pub enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
+        /// Write the output to this file instead of standard output.
+        #[arg(long)]
+        output: Option<PathBuf>,
+    },
+    /// Render a saved `sweep --format json` document as an HTML report
+    /// (`--config` adds the configuration and SLO lines).
+    Report {
+        /// The JSON document (`-` for standard input).
+        results: PathBuf,
+        /// Write the report to this file instead of standard output.
+        #[arg(long)]
+        output: Option<PathBuf>,
     },
     /// Validate the configuration and explain what it will do; exit 1 on error.
     CheckConfig,
@@ -47,6 +59,8 @@ pub enum Format {
     Table,
     /// One JSON document (see README).
     Json,
+    /// One self-contained HTML page with charts (see docs/report.md).
+    Html,
 }
 
 /// Log line formats.
