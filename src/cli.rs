@@ -12,7 +12,7 @@ pub struct Cli {
     /// What to do (default: run the daemon).
     #[command(subcommand)]
     pub command: Option<Command>,
-    /// Configuration file (for the default `run` command).
+    /// Configuration file (`report` reads one only when this is given).
     #[arg(long, global = true)]
     pub config: Option<PathBuf>,
     /// Log format.

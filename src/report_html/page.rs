@@ -36,7 +36,7 @@ border-radius:10px;padding:16px 20px 18px;margin:16px 0}
 .badge.failed{background:#fde8e8;color:#a11d1d}
 .error{color:#a11d1d;margin:6px 0}
 .facts{display:grid;grid-template-columns:repeat(auto-fit,minmax(330px,1fr));gap:0 28px;margin:10px 0 0}
-dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:0}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:0;align-content:start}
 dt{color:var(--muted)}
 dd{margin:0;overflow-wrap:anywhere}
 .charts{display:grid;grid-template-columns:repeat(3,minmax(0,1fr));gap:12px;align-items:start}
@@ -584,4 +584,189 @@ fn pairs_section(pairs: &[PairReport]) -> String {
     }
     out.push_str("</tbody>\n</table></div>\n</section>\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::probe::setup::Setup;
+    use crate::stats::report::{Capacity, LevelSummary, Percentiles};
+    use crate::sweep::pair::SideSummary;
+
+    const HOSTILE: &str = "\"><script>alert(1)</script><img src=x onerror=alert(2)>'&";
+
+    fn pct(base: f64) -> Percentiles {
+        Percentiles {
+            count: 8,
+            p50: Some(base),
+            p95: Some(base * 1.5),
+            p99: Some(base * 2.0),
+        }
+    }
+
+    fn level(concurrency: u32, within_slo: bool) -> LevelSummary {
+        let c = f64::from(concurrency);
+        LevelSummary {
+            concurrency,
+            requests: 8,
+            outcomes: [("ok", 6), ("shed", 1), ("timeout", 1)]
+                .into_iter()
+                .collect(),
+            shed_ratio: 0.125,
+            error_ratio: 0.125,
+            ttft_seconds: pct(0.01 * c),
+            latency_seconds: pct(0.1 * c),
+            inter_token_latency_seconds: pct(0.004),
+            generation_tokens_per_second: pct(200.0 / c),
+            throughput_tokens_per_second: 100.0 * c + 0.123,
+            output_tokens: 256,
+            prompt_tokens: 0,
+            wall_seconds: 1.0,
+            token_source: "usage",
+            tokens_per_content_chunk: Some(1.0),
+            streams_without_finish_reason: 0,
+            error_examples: [("timeout", HOSTILE.to_string())].into_iter().collect(),
+            within_slo,
+        }
+    }
+
+    fn hostile_results() -> Results {
+        let side = |target: &str| SideSummary {
+            target: target.to_string(),
+            requests: 4,
+            outcomes: BTreeMap::new(),
+            latency_seconds: pct(0.001),
+            ttft_seconds: pct(0.0005),
+            first_error: Some(HOSTILE.into()),
+        };
+        Results {
+            format_version: 1,
+            llmprobe_version: HOSTILE.into(),
+            targets: vec![SweepReport {
+                target: format!("t{HOSTILE}"),
+                model: format!("m{HOSTILE}"),
+                success: false,
+                error: Some(HOSTILE.into()),
+                duration_seconds: 3.0,
+                finished_at_unix_seconds: 1_700_000_000.0,
+                setup: Setup {
+                    server: HOSTILE.into(),
+                    server_version: HOSTILE.into(),
+                    models: vec![HOSTILE.into()],
+                    model_listed: Some(false),
+                },
+                workloads: vec![WorkloadReport {
+                    workload: format!("w{HOSTILE}"),
+                    levels: vec![level(1, true), level(2, true), level(4, false)],
+                    capacity: Capacity {
+                        knee_concurrency: 2,
+                        throughput_tokens_per_second: 200.123,
+                        recommended_max_in_flight: 1,
+                        saturation_concurrency: None,
+                        saturated_before_knee: false,
+                        stopped_because: Some(HOSTILE.into()),
+                    },
+                }],
+            }],
+            gateway_pairs: vec![PairReport {
+                pair: HOSTILE.into(),
+                workload: HOSTILE.into(),
+                concurrency: 2,
+                success: false,
+                error: Some(HOSTILE.into()),
+                direct: side(HOSTILE),
+                through: side(HOSTILE),
+                latency_overhead_seconds: pct(0.0002),
+                ttft_overhead_seconds: pct(0.0001),
+                duration_seconds: 1.0,
+                finished_at_unix_seconds: 1_700_000_000.0,
+            }],
+        }
+    }
+
+    fn hostile_settings() -> Settings {
+        let s = TargetSettings {
+            endpoint: HOSTILE.into(),
+            levels: vec![1, 2, 4],
+            requests_per_level: HOSTILE.into(),
+            warmup_requests: 1,
+            request_timeout: HOSTILE.into(),
+            slo_p95_latency_seconds: 0.35,
+            max_shed_ratio: 0.2,
+            max_error_ratio: 0.1,
+            headroom: 0.9,
+            workloads: vec![(HOSTILE.into(), HOSTILE.into())],
+            labels: [(HOSTILE.to_string(), HOSTILE.to_string())]
+                .into_iter()
+                .collect(),
+        };
+        [(format!("t{HOSTILE}"), s)].into_iter().collect()
+    }
+
+    /// Every element the page itself writes; anything else came from input.
+    const OWN_TAGS: &[&str] = &[
+        "!DOCTYPE", "html", "head", "meta", "title", "style", "body", "main", "header", "h1", "h2",
+        "h3", "p", "nav", "a", "section", "div", "span", "dl", "dt", "dd", "figure", "svg", "text",
+        "line", "rect", "polyline", "circle", "ul", "li", "table", "thead", "tbody", "tr", "th",
+        "td", "pre", "code", "b", "footer",
+    ];
+
+    #[test]
+    fn strings_from_servers_and_config_cannot_make_markup() {
+        let page = report(&hostile_results(), &hostile_settings());
+        for (i, _) in page.match_indices('<') {
+            let name: String = page[i + 1..]
+                .trim_start_matches('/')
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '!')
+                .collect();
+            assert!(
+                OWN_TAGS.contains(&name.as_str()),
+                "element <{name}> at {i}: {}",
+                &page[i..(i + 80).min(page.len())]
+            );
+        }
+        // Attribute values are quoted and quotes escaped: no attribute can
+        // be smuggled in either.
+        assert!(!page.contains("onerror=alert(2)>"), "{page}");
+        assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(page.contains("&quot;&gt;"));
+    }
+
+    #[test]
+    fn the_page_carries_every_plotted_value() {
+        let results = hostile_results();
+        let page = report(&results, &hostile_settings());
+        let w = &results.targets[0].workloads[0];
+        for l in &w.levels {
+            let c = l.concurrency;
+            for (series, v) in [
+                ("throughput", l.throughput_tokens_per_second),
+                ("ttft_p50", l.ttft_seconds.p50.unwrap()),
+                ("ttft_p95", l.ttft_seconds.p95.unwrap()),
+                ("latency_p95", l.latency_seconds.p95.unwrap()),
+                (
+                    "generation_p50",
+                    l.generation_tokens_per_second.p50.unwrap(),
+                ),
+                ("shed_ratio", l.shed_ratio),
+            ] {
+                let attrs = format!("data-series=\"{series}\" data-x=\"{c}\" data-y=\"{v}\"");
+                assert!(page.contains(&attrs), "{attrs} missing");
+            }
+        }
+        // The SLO limits of the configuration are drawn, the knee and the
+        // recommendation marked, the over-SLO levels shaded.
+        assert!(page.contains("SLO 350 ms"), "{page}");
+        assert!(page.contains("shed SLO 20.0%") && page.contains("error SLO 10.0%"));
+        assert!(page.contains(">knee 2</text>") && page.contains(">recommended 1</text>"));
+        assert_eq!(page.matches("<svg").count(), 6);
+        assert_eq!(page.matches("<rect class=\"over-slo\" x").count(), 6 * 2);
+        // Without a configuration: no SLO line, and a word on why.
+        let bare = report(&results, &Settings::new());
+        assert!(!bare.contains("SLO 350 ms"));
+        assert!(bare.contains("--config FILE"));
+    }
 }
