@@ -13,19 +13,15 @@
 //! - the StatefulSet's hardening and sharding, and the ConfigMap's config
 //!   accepted by `llmprobe check-config` as each pod would see it.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use support::binary::llmprobe;
+use support::paths::{read, repo, ScratchDir};
+use support::process::{assert_success, output_text};
 use yaml_rust2::{Yaml, YamlLoader};
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn read(rel: &str) -> String {
-    let path = repo().join(rel);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
-}
 
 fn yaml(rel: &str) -> Yaml {
     let mut docs = YamlLoader::load_from_str(&read(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
@@ -52,16 +48,6 @@ fn str_at<'a>(node: &'a Yaml, path: &[&str]) -> &'a str {
         .unwrap_or_else(|| panic!("{} is not a string", path.join(".")))
 }
 
-fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "llmprobe-k8s-{tag}-{}-{}",
-        std::process::id(),
-        fastrand::u64(..)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 #[test]
 fn core_manifests_validate_against_the_kubernetes_schemas() {
     let out = Command::new("sh")
@@ -71,26 +57,21 @@ fn core_manifests_validate_against_the_kubernetes_schemas() {
     assert!(
         out.status.success(),
         "deploy/kubernetes/validate.sh failed ({}); it needs python3 with pip, or \
-         `pip install kubernetes-validate` beforehand\n--- stdout\n{}\n--- stderr\n{}",
+         `pip install kubernetes-validate` beforehand\n{}",
         out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        output_text(&out)
     );
 }
 
 #[test]
 fn generated_manifests_are_up_to_date() {
-    let dir = temp_dir("generated");
+    let dir = ScratchDir::new("k8s-generated");
     let out = Command::new("sh")
         .arg(repo().join("deploy/kubernetes/generate.sh"))
-        .arg(&dir)
+        .arg(dir.path())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success("deploy/kubernetes/generate.sh", &out);
     for f in ["prometheusrule.yaml", "dashboards-configmap.yaml"] {
         let generated = std::fs::read_to_string(dir.join(f)).unwrap();
         assert!(
@@ -98,7 +79,6 @@ fn generated_manifests_are_up_to_date() {
             "deploy/kubernetes/{f} is out of date: run deploy/kubernetes/generate.sh"
         );
     }
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -257,7 +237,8 @@ fn configmap_config_is_valid_on_every_pod_and_the_pods_share_the_targets() {
     let targets_map = yaml("deploy/kubernetes/configmap-targets.yaml");
 
     // Lay the mounted files out as the pod sees them, under a temporary root.
-    let root = temp_dir("pod");
+    let scratch = ScratchDir::new("k8s-pod");
+    let root = scratch.path();
     let rooted = |text: &str| text.replace("/etc/llmprobe/", &format!("{}/", root.display()));
     std::fs::create_dir_all(root.join("targets")).unwrap();
     std::fs::create_dir_all(root.join("credentials")).unwrap();
@@ -276,7 +257,7 @@ fn configmap_config_is_valid_on_every_pod_and_the_pods_share_the_targets() {
     assert!(discovered > 0);
 
     let check = |ordinal: i64| {
-        Command::new(env!("CARGO_BIN_EXE_llmprobe"))
+        llmprobe()
             .args(["check-config", "--config"])
             .arg(root.join("llmprobe.yaml"))
             .env("HOSTNAME", format!("llmprobe-{ordinal}"))
@@ -319,5 +300,4 @@ fn configmap_config_is_valid_on_every_pod_and_the_pods_share_the_targets() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    std::fs::remove_dir_all(&root).ok();
 }

@@ -14,8 +14,10 @@ use llmprobe::schedule::endpoint;
 use llmprobe::stats::report::SweepReport;
 use llmprobe::sweep::{Observer, SweepEnv};
 use llmprobe::{config, sweep};
+use support::config::write_config;
+use support::exposition::metric;
 use support::raw::{self, content, finish, good_stream, response, usage, DONE, SSE_HEAD};
-use support::{metric, start, write_config, Behavior};
+use support::server::{start, Behavior};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 

@@ -13,75 +13,48 @@
 //!   (datasource variable, template variables, only known metric names).
 //!   The type check against Grafana's schema is `grafana/schema-check/run.sh`.
 
+mod support;
+
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use support::grafana::panels;
+use support::paths::{read, repo, ScratchDir};
+use support::process::assert_success;
+use support::promql::llmprobe_metrics;
+use support::promtool;
 
-fn read(rel: &str) -> String {
-    let path = repo().join(rel);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
-}
-
-fn promtool() -> String {
-    std::env::var("PROMTOOL").unwrap_or_else(|_| "promtool".to_string())
-}
-
-/// Runs a tool; a tool that cannot be started is a test failure with a hint.
-fn run_required<I, S>(tool: &str, args: I, install_hint: &str) -> Output
+/// Runs systemd-analyze in the repository root.
+fn systemd_analyze_run<I, S>(tool: &str, args: I) -> Output
 where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
-    match Command::new(tool).args(args).current_dir(repo()).output() {
-        Ok(out) => out,
-        Err(e) => panic!("cannot run `{tool}` ({e}): {install_hint}"),
-    }
+    Command::new(tool)
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run `{tool}` ({e})"))
 }
-
-fn assert_success(what: &str, out: &Output) {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{what} failed with {}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
-        out.status
-    );
-}
-
-const PROMTOOL_HINT: &str =
-    "promtool is required: install Debian's `prometheus` package (apt-get install -y prometheus) \
-     or set PROMTOOL to a promtool binary";
 
 // ---------------------------------------------------------------------------
 // Prometheus
 
 #[test]
 fn promtool_check_rules() {
-    let out = run_required(
-        &promtool(),
-        [
-            "check",
-            "rules",
-            "prometheus/alerts.yml",
-            "prometheus/gateway_max_in_flight.example.yml",
-        ],
-        PROMTOOL_HINT,
-    );
+    let out = promtool::run([
+        "check",
+        "rules",
+        "prometheus/alerts.yml",
+        "prometheus/gateway_max_in_flight.example.yml",
+    ]);
     assert_success("promtool check rules", &out);
 }
 
 #[test]
 fn promtool_test_rules() {
-    let out = run_required(
-        &promtool(),
-        ["test", "rules", "prometheus/alerts_test.yml"],
-        PROMTOOL_HINT,
-    );
+    let out = promtool::run(["test", "rules", "prometheus/alerts_test.yml"]);
     assert_success("promtool test rules prometheus/alerts_test.yml", &out);
 }
 
@@ -90,7 +63,7 @@ fn promtool_check_config() {
     // scrape.yml is a complete configuration (global, rule_files with
     // alerts.yml next to it, the scrape job); check it as Prometheus would
     // load it, from a copy laid out like /etc/prometheus.
-    let dir = TempDir::new("promconfig");
+    let dir = ScratchDir::new("operator-promconfig");
     std::fs::copy(
         repo().join("prometheus/scrape.yml"),
         dir.path().join("prometheus.yml"),
@@ -102,15 +75,11 @@ fn promtool_check_config() {
     )
     .unwrap();
     let config = dir.path().join("prometheus.yml");
-    let out = run_required(
-        &promtool(),
-        [
-            OsStr::new("check"),
-            OsStr::new("config"),
-            config.as_os_str(),
-        ],
-        PROMTOOL_HINT,
-    );
+    let out = promtool::run([
+        OsStr::new("check"),
+        OsStr::new("config"),
+        config.as_os_str(),
+    ]);
     assert_success("promtool check config (scrape.yml)", &out);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -266,11 +235,11 @@ fn systemd_analyze_verify() {
     let original = "ExecStart=/usr/local/bin/llmprobe ";
     assert!(unit.contains(original), "unit has no `{original}` line");
     let unit = unit.replace(original, &format!("ExecStart={bin} "));
-    let dir = TempDir::new("unit");
+    let dir = ScratchDir::new("operator-unit");
     let path = dir.path().join("llmprobe.service");
     std::fs::write(&path, unit).unwrap();
 
-    let out = run_required(tool, [OsStr::new("verify"), path.as_os_str()], "");
+    let out = systemd_analyze_run(tool, [OsStr::new("verify"), path.as_os_str()]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_success("systemd-analyze verify", &out);
     // verify reports problems it tolerates (unknown keys, bad values) on
@@ -291,7 +260,7 @@ fn systemd_analyze_security_exposure_at_most_2() {
     let Some(tool) = systemd_analyze() else {
         return;
     };
-    let out = run_required(
+    let out = systemd_analyze_run(
         tool,
         [
             "security",
@@ -299,7 +268,6 @@ fn systemd_analyze_security_exposure_at_most_2() {
             "--no-pager",
             "systemd/llmprobe.service",
         ],
-        "",
     );
     assert_success("systemd-analyze security --offline=true", &out);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -358,38 +326,6 @@ const DASHBOARDS: &[&str] = &[
     "grafana/dashboards/llmprobe-capacity-overview.json",
     "grafana/dashboards/llmprobe-target-detail.json",
 ];
-
-/// Every `llmprobe_*` identifier in a PromQL expression.
-fn llmprobe_metrics_in(expr: &str) -> Vec<String> {
-    let mut names = Vec::new();
-    let bytes = expr.as_bytes();
-    let mut i = 0;
-    while let Some(pos) = expr[i..].find("llmprobe_") {
-        let start = i + pos;
-        let boundary =
-            start == 0 || !(bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_');
-        let mut end = start;
-        while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
-            end += 1;
-        }
-        if boundary {
-            names.push(expr[start..end].to_string());
-        }
-        i = end;
-    }
-    names
-}
-
-fn panels(dashboard: &serde_json::Value) -> Vec<&serde_json::Value> {
-    let mut out = Vec::new();
-    for p in dashboard["panels"].as_array().expect("panels") {
-        out.push(p);
-        if let Some(inner) = p["panels"].as_array() {
-            out.extend(inner.iter());
-        }
-    }
-    out
-}
 
 #[test]
 fn dashboards_are_importable_and_use_known_metrics() {
@@ -462,7 +398,7 @@ fn dashboards_are_importable_and_use_known_metrics() {
                 let expr = t["expr"]
                     .as_str()
                     .unwrap_or_else(|| panic!("{rel}: {title}: no expr"));
-                for m in llmprobe_metrics_in(expr) {
+                for m in llmprobe_metrics(expr) {
                     assert!(
                         KNOWN_METRICS.contains(&m.as_str()),
                         "{rel}: {title}: unknown metric {m} in {expr}"
@@ -470,32 +406,5 @@ fn dashboards_are_importable_and_use_known_metrics() {
                 }
             }
         }
-    }
-}
-
-// ---------------------------------------------------------------------------
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let path = std::env::temp_dir().join(format!(
-            "llmprobe-operator-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&path).unwrap();
-        TempDir(path)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
