@@ -45,10 +45,13 @@ pub fn panels(dashboard: &Value) -> Vec<&Value> {
 /// A variable's current value: one option, or several (multi-value or "All").
 #[derive(Clone, Debug)]
 pub enum Val {
+    /// A single option, substituted as is.
     One(String),
+    /// Several options, substituted as a regex alternation.
     Many(Vec<String>),
 }
 
+/// The value of each variable, by name.
 pub type Binding = BTreeMap<String, Val>;
 
 /// A binding in words, for failure messages.
@@ -162,12 +165,16 @@ pub fn builtins(panel_interval: Option<&str>, range: &str) -> BTreeMap<&'static 
 
 /// A template variable backed by a Prometheus query.
 pub struct TemplateVar {
+    /// Its name (`$name` in queries).
     pub name: String,
+    /// What gives its options (`label_values(...)`).
     pub query: String,
     /// Multi-value or with "All": substituted with every option at once.
     pub many: bool,
 }
 
+/// The query-backed template variables of a dashboard, in order; panics on
+/// a kind of variable that is not substituted here yet.
 pub fn template_vars(dashboard: &Value, file: &str) -> Vec<TemplateVar> {
     let mut vars = Vec::new();
     for v in dashboard["templating"]["list"]
@@ -200,9 +207,13 @@ pub fn template_vars(dashboard: &Value, file: &str) -> Vec<TemplateVar> {
 pub struct PanelQuery {
     /// "file › panel title › refId".
     pub origin: String,
+    /// The panel's title ("" for an annotation).
     pub title: String,
+    /// The query's refId ("" for an annotation).
     pub ref_id: String,
+    /// The PromQL, variables not yet substituted.
     pub expr: String,
+    /// The panel's minimum interval, when it sets one.
     pub interval: Option<String>,
 }
 

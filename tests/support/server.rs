@@ -24,7 +24,7 @@ pub struct Behavior {
     pub gap: Duration,
     /// Content chunks per response.
     pub tokens: u32,
-    /// Send a usage chunk (completion_tokens = tokens * usage_factor).
+    /// Send a usage chunk (completion_tokens = tokens).
     pub usage: bool,
     /// Answer 503 when more than this many requests are in flight.
     pub shed_above: Option<usize>,
@@ -70,8 +70,7 @@ async fn own_metrics(State((_, seen)): State<(Behavior, Arc<Seen>)>) -> String {
 /// A running test server; stops when dropped.
 pub struct TestServer {
     served: Served,
-    /// What it saw.
-    pub seen: Arc<Seen>,
+    seen: Arc<Seen>,
 }
 
 impl TestServer {
