@@ -4,7 +4,11 @@
 //! - `prometheus/alerts.yml`, `prometheus/alerts_test.yml`,
 //!   `prometheus/scrape.yml`: `promtool check rules`, `promtool test rules`,
 //!   `promtool check config` (Debian package `prometheus`; the tests fail when
-//!   promtool is missing, set `PROMTOOL` to use another binary);
+//!   promtool is missing, set `PROMTOOL` to use another binary); every alert's
+//!   `runbook_url` has its section in `docs/runbook.md`;
+//! - `prometheus/alertmanager.example.yml`: `amtool check-config`, and a real
+//!   Alertmanager (Debian package `prometheus-alertmanager`; set `AMTOOL`,
+//!   `ALERTMANAGER` for other binaries) inhibiting exactly what the file says;
 //! - `systemd/llmprobe.service`: `systemd-analyze verify` and
 //!   `systemd-analyze security --offline=true` (Debian package `systemd`;
 //!   these two are skipped, with a printed reason, only where
@@ -18,12 +22,16 @@ mod support;
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
+use support::alertmanager::{self, Alertmanager};
 use support::grafana::panels;
 use support::paths::{read, repo, ScratchDir};
 use support::process::assert_success;
 use support::promql::llmprobe_metrics;
 use support::promtool;
+use support::wait;
 
 /// Runs systemd-analyze in the repository root.
 fn systemd_analyze_run<I, S>(tool: &str, args: I) -> Output
@@ -50,6 +58,16 @@ fn promtool_check_rules() {
         "prometheus/gateway_max_in_flight.example.yml",
     ]);
     assert_success("promtool check rules", &out);
+    // The rules read the limits llmprobe exports, not numbers copied in.
+    let rules = read("prometheus/alerts.yml");
+    for metric in [
+        "llmprobe_target_slo_p95_latency_seconds",
+        "llmprobe_target_slo_max_shed_ratio",
+        "llmprobe_target_slo_max_error_ratio",
+        "llmprobe_schedule_interval_seconds",
+    ] {
+        assert!(rules.contains(metric), "alerts.yml does not use {metric}");
+    }
 }
 
 #[test]
@@ -167,6 +185,259 @@ fn every_alert_has_for_severity_summary_description() {
             "alert {name}: severity must be critical or warning"
         );
     }
+}
+
+/// Where every `runbook_url` points; the anchor is the alert name in lower case
+/// (GitHub's anchor of a `## AlertName` heading).
+const RUNBOOK_BASE: &str = "https://github.com/llmprobe/llmprobe/blob/main/docs/runbook.md";
+
+#[test]
+fn every_alert_has_a_runbook_section() {
+    let text = read("prometheus/alerts.yml");
+    let runbook = read("docs/runbook.md");
+    let sections: Vec<&str> = runbook
+        .lines()
+        .filter_map(|l| l.strip_prefix("## "))
+        .map(str::trim)
+        .collect();
+    let alerts = alert_names();
+    for block in text.split("- alert:").skip(1) {
+        let name = block.lines().next().unwrap_or("").trim();
+        let url = block
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("runbook_url:"))
+            .unwrap_or_else(|| panic!("alert {name} has no runbook_url"))
+            .trim();
+        assert_eq!(
+            url,
+            format!("{RUNBOOK_BASE}#{}", name.to_lowercase()),
+            "alert {name}"
+        );
+        assert!(
+            sections.contains(&name),
+            "docs/runbook.md has no `## {name}` section"
+        );
+    }
+    for s in &sections {
+        assert!(
+            alerts.iter().any(|a| a == s),
+            "docs/runbook.md has a section for {s}, which is not an alert"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Alertmanager
+
+#[test]
+fn alertmanager_example_passes_amtool() {
+    let out = alertmanager::amtool(["check-config", "prometheus/alertmanager.example.yml"]);
+    assert_success("amtool check-config", &out);
+    // Every alert name the inhibit rules match on exists.
+    let alerts = alert_names();
+    let text = read("prometheus/alertmanager.example.yml");
+    let mut named = 0;
+    for line in text.lines().filter(|l| l.contains("alertname=")) {
+        let value = line
+            .split_once('"')
+            .and_then(|(_, rest)| rest.rsplit_once('"'))
+            .map(|(v, _)| v)
+            .unwrap_or_else(|| panic!("cannot read the alert names of `{line}`"));
+        for name in value.split('|') {
+            named += 1;
+            assert!(alerts.iter().any(|a| a == name), "no alert named {name}");
+        }
+    }
+    assert!(named >= 10, "only {named} alert names in the inhibit rules");
+}
+
+/// Sends alerts to a real Alertmanager running the example configuration and
+/// compares which ones it reports as inhibited.
+#[tokio::test]
+async fn alertmanager_example_inhibits_what_it_says() {
+    let dir = ScratchDir::new("alertmanager");
+    let am = Alertmanager::start(
+        dir.path(),
+        &repo().join("prometheus/alertmanager.example.yml"),
+    );
+    let base = &am.api;
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+
+    // (labels, inhibited?)
+    let job = ("job", "llmprobe");
+    let cases: &[(&[(&str, &str)], bool)] = &[
+        // 1. llmprobe-a is down: its per-target alerts are silenced...
+        (
+            &[
+                ("alertname", "LlmprobeDown"),
+                job,
+                ("instance", "llmprobe-a"),
+            ],
+            false,
+        ),
+        (
+            &[
+                ("alertname", "LlmprobeSweepStale"),
+                job,
+                ("instance", "llmprobe-a"),
+                ("target", "w1"),
+            ],
+            true,
+        ),
+        // ...not those of another instance,
+        (
+            &[
+                ("alertname", "LlmprobeSweepStale"),
+                job,
+                ("instance", "llmprobe-b"),
+                ("target", "w2"),
+            ],
+            false,
+        ),
+        // 2. and unmeasured targets wait while an instance is down.
+        (
+            &[("alertname", "LlmprobeTargetUnmeasured"), ("target", "w3")],
+            true,
+        ),
+        // 3. A knee at 0 covers the same target's latency warning...
+        (
+            &[
+                ("alertname", "LlmprobeKneeZero"),
+                ("target", "w4"),
+                ("model", "m"),
+                ("workload", "chat"),
+            ],
+            false,
+        ),
+        (
+            &[
+                ("alertname", "LlmprobeLatencyP95AboveSlo"),
+                job,
+                ("instance", "llmprobe-b"),
+                ("target", "w4"),
+                ("model", "m"),
+                ("workload", "chat"),
+                ("concurrency", "1"),
+                ("percentile", "95"),
+            ],
+            true,
+        ),
+        (
+            &[
+                ("alertname", "LlmprobeLatencyP95AboveSlo"),
+                job,
+                ("instance", "llmprobe-b"),
+                ("target", "w5"),
+                ("model", "m"),
+                ("workload", "chat"),
+                ("concurrency", "1"),
+                ("percentile", "95"),
+            ],
+            false,
+        ),
+        // ...and a model's fleet page its workers' knee drops.
+        (
+            &[
+                ("alertname", "LlmprobeModelCapacityDropped"),
+                ("model", "m2"),
+                ("workload", "chat"),
+            ],
+            false,
+        ),
+        (
+            &[
+                ("alertname", "LlmprobeKneeDropped"),
+                ("target", "w6"),
+                ("model", "m2"),
+                ("workload", "chat"),
+            ],
+            true,
+        ),
+        (
+            &[
+                ("alertname", "LlmprobeKneeDropped"),
+                ("target", "w7"),
+                ("model", "m3"),
+                ("workload", "chat"),
+            ],
+            false,
+        ),
+    ];
+    let body: Vec<serde_json::Value> = cases
+        .iter()
+        .map(|(labels, _)| {
+            let labels: serde_json::Map<String, serde_json::Value> = labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), serde_json::Value::from(*v)))
+                .collect();
+            serde_json::json!({ "labels": labels })
+        })
+        .collect();
+    let key = |labels: &serde_json::Value| {
+        format!(
+            "{} {}",
+            labels["alertname"].as_str().unwrap_or(""),
+            labels["target"]
+                .as_str()
+                .or(labels["instance"].as_str())
+                .or(labels["model"].as_str())
+                .unwrap_or("")
+        )
+    };
+    let mut want: Vec<(String, bool)> = body
+        .iter()
+        .zip(cases)
+        .map(|(a, (_, inhibited))| (key(&a["labels"]), *inhibited))
+        .collect();
+    want.sort();
+
+    // Ready, then the alerts in; the inhibitor picks the sources up
+    // asynchronously: poll until the answer matches or time runs out.
+    let posted = &AtomicBool::new(false);
+    let (http, body, want, am) = (&http, &body, &want, &am);
+    wait::poll(
+        "Alertmanager to inhibit what the example says",
+        Duration::from_secs(30),
+        move || async move {
+            if !posted.load(Ordering::Relaxed) {
+                let ok = http
+                    .post(format!("{base}/alerts"))
+                    .header("content-type", "application/json")
+                    .body(serde_json::to_vec(body).unwrap())
+                    .send()
+                    .await
+                    .is_ok_and(|r| r.status().is_success());
+                posted.store(ok, Ordering::Relaxed);
+                return Err(format!("alerts posted: {ok}\n{}", am.process.tail()));
+            }
+            let r = http
+                .get(format!("{base}/alerts"))
+                .send()
+                .await
+                .map_err(|e| format!("GET {base}/alerts: {e}"))?;
+            let bytes = r.bytes().await.unwrap_or_default();
+            let alerts: Vec<serde_json::Value> = serde_json::from_slice(&bytes).unwrap_or_default();
+            let mut got: Vec<(String, bool)> = alerts
+                .iter()
+                .map(|a| {
+                    let inhibited = a["status"]["inhibitedBy"]
+                        .as_array()
+                        .is_some_and(|v| !v.is_empty());
+                    (key(&a["labels"]), inhibited)
+                })
+                .collect();
+            got.sort();
+            if got == *want {
+                Ok(())
+            } else {
+                Err(format!(
+                    "Alertmanager reports\n{got:?}\nwanted\n{want:?}\n{}",
+                    am.process.tail()
+                ))
+            }
+        },
+    )
+    .await;
 }
 
 // ---------------------------------------------------------------------------
@@ -320,6 +591,11 @@ const KNOWN_METRICS: &[&str] = &[
     "llmprobe_sweeps_total",
     "llmprobe_in_flight_requests",
     "llmprobe_gateway_configured_max_in_flight",
+    "llmprobe_target_slo_p95_latency_seconds",
+    "llmprobe_target_slo_max_shed_ratio",
+    "llmprobe_target_slo_max_error_ratio",
+    "llmprobe_schedule_interval_seconds",
+    "llmprobe_config_last_reload_success_timestamp_seconds",
 ];
 
 const DASHBOARDS: &[&str] = &[

@@ -70,14 +70,20 @@ pub fn describe(binding: &Binding) -> String {
     }
 }
 
-/// Grafana's escaping of a value used inside a Prometheus regex matcher.
+/// Grafana's escaping of a value used inside a Prometheus regex matcher
+/// (`prometheusSpecialRegexEscape`): the regex escape is itself escaped for
+/// the PromQL string, so `a.1` becomes `a\\.1` in the query text.
 pub fn regex_escape(value: &str) -> String {
     let mut out = String::new();
     for c in value.chars() {
-        if "\\^$*+?.()|{}[]".contains(c) {
-            out.push('\\');
+        if c == '\\' {
+            out.push_str("\\\\\\\\");
+        } else {
+            if "^$*+?.()|{}[]'".contains(c) {
+                out.push_str("\\\\");
+            }
+            out.push(c);
         }
-        out.push(c);
     }
     out
 }
@@ -245,7 +251,8 @@ pub fn panel_queries(dashboard: &Value, file: &str) -> Vec<PanelQuery> {
         .into_iter()
         .flatten()
     {
-        if let Some(expr) = a["expr"].as_str() {
+        // Saved by older Grafana at the top, by newer in `target`.
+        if let Some(expr) = a["expr"].as_str().or(a["target"]["expr"].as_str()) {
             out.push(PanelQuery {
                 origin: format!("{file} › annotation {}", a["name"]),
                 title: String::new(),
@@ -312,7 +319,7 @@ mod tests {
                 &b
             )
             .unwrap(),
-            r#"x{target=~"(a\.1|b)",o=~"x\+y",model="m",r=~"a$"}[15m]"#
+            r#"x{target=~"(a\\.1|b)",o=~"x\\+y",model="m",r=~"a$"}[15m]"#
         );
         assert_eq!(b["__range"], "604800s");
         assert!(interpolate("$nope", &vars, &b).is_err());
@@ -332,7 +339,10 @@ mod tests {
                 ]},
                 {"title": "top", "interval": "1m", "targets": [{"refId": "B", "expr": "b"}]}
             ],
-            "annotations": {"list": [{"name": "deploys", "expr": "c"}]}
+            "annotations": {"list": [
+                {"name": "deploys", "expr": "c"},
+                {"name": "reloads", "target": {"expr": "d"}}
+            ]}
         });
         let titles: Vec<&str> = panels(&d)
             .iter()
@@ -355,6 +365,11 @@ mod tests {
                 (
                     "f.json › annotation \"deploys\"".to_string(),
                     "c".to_string(),
+                    None
+                ),
+                (
+                    "f.json › annotation \"reloads\"".to_string(),
+                    "d".to_string(),
                     None
                 ),
             ]

@@ -11,7 +11,8 @@
 //!   real binary, one-shot or `run`);
 //! - the tools around it: `process` (child processes with logs), `wait`
 //!   (bounded polling), `promtool`, `prometheus` (a real server and its
-//!   API), `nginx` (a real reverse proxy);
+//!   API), `alertmanager` (a real server and amtool), `nginx` (a real
+//!   reverse proxy);
 //! - reading what comes out: `exposition` (/metrics text), `promql`
 //!   (selectors and names in PromQL), `grafana` (dashboards, queries and
 //!   variable substitution).
@@ -19,6 +20,7 @@
 //! Every test binary compiles all of it and uses a part.
 #![allow(dead_code)]
 
+pub mod alertmanager;
 pub mod binary;
 pub mod config;
 pub mod daemon;

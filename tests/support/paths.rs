@@ -13,6 +13,24 @@ pub fn read(rel: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
 
+/// `dir` written as a path relative to `from` (kustomize refuses absolute
+/// paths in `resources:`).
+pub fn relative(dir: &Path, from: &Path) -> PathBuf {
+    let dir = dir.canonicalize().unwrap();
+    let from = from.canonicalize().unwrap();
+    let common = dir
+        .components()
+        .zip(from.components())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut rel = PathBuf::new();
+    for _ in from.components().skip(common) {
+        rel.push("..");
+    }
+    rel.extend(dir.components().skip(common));
+    rel
+}
+
 /// A new, empty directory `$TMPDIR/llmprobe-TAG-PID-RANDOM`, never removed
 /// (for files a test hands to code that may keep reading them).
 pub fn fresh_dir(tag: &str) -> PathBuf {
