@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Schedule, Target, Workload};
-use crate::metrics::Metrics;
+use crate::metrics::{ConfigInfo, Metrics, TargetLimits};
 use crate::probe::client::Client;
 use crate::stats::report::SweepReport;
 use crate::stats::sample::{Outcome, Sample};
@@ -31,6 +31,10 @@ pub struct Status {
     pub last_success_unix: Option<f64>,
     /// Why the last sweep failed, if it did.
     pub last_error: Option<String>,
+    /// The target as configured (for the pages' configuration facts).
+    pub target: Option<Arc<Target>>,
+    /// The latest sweep's report, successful or not (for the pages' charts).
+    pub last_report: Option<Arc<SweepReport>>,
 }
 
 /// Shared view of every target's status.
@@ -53,6 +57,8 @@ pub struct Scheduler {
     root: CancellationToken,
     /// One loop per gateway pair (see `gateway`).
     pairs: crate::sweep::pair::PairLoops,
+    /// Each measured target's SLO and interval, for alert rules.
+    config_info: Option<ConfigInfo>,
 }
 
 /// Feeds every measured request into the running totals.
@@ -80,7 +86,14 @@ impl Scheduler {
             running: BTreeMap::new(),
             root: CancellationToken::new(),
             pairs: Default::default(),
+            config_info: None,
         }
+    }
+
+    /// Exports each measured target's SLO and interval on `info`.
+    pub fn with_config_info(mut self, info: ConfigInfo) -> Self {
+        self.config_info = Some(info);
+        self
     }
 
     /// Brings the running loops in line with `config`.
@@ -114,6 +127,9 @@ impl Scheduler {
                 }
                 if !wanted.contains_key(name.as_str()) {
                     self.metrics.forget_target(&name);
+                    if let Some(info) = &self.config_info {
+                        info.forget_target(&name);
+                    }
                     self.statuses
                         .write()
                         .unwrap_or_else(|e| e.into_inner())
@@ -141,12 +157,15 @@ impl Scheduler {
         for (i, target) in new.into_iter().enumerate() {
             let cancel = self.root.child_token();
             let offset = gap * i as u32 + gap.mul_f64(fastrand::f64());
-            self.statuses
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .entry(target.name.clone())
-                .or_default()
-                .model = target.model.clone();
+            {
+                let mut statuses = self.statuses.write().unwrap_or_else(|e| e.into_inner());
+                let status = statuses.entry(target.name.clone()).or_default();
+                status.model = target.model.clone();
+                status.target = Some(target.clone());
+            }
+            if let Some(info) = &self.config_info {
+                info.set_target(&target.name, &limits(target, &schedule));
+            }
             let handle = tokio::spawn(target_loop(
                 target.clone(),
                 env.clone(),
@@ -188,6 +207,16 @@ impl Scheduler {
         if tokio::time::timeout(grace, all).await.is_err() {
             tracing::warn!("some sweeps did not stop within {grace:?}");
         }
+    }
+}
+
+/// What the configuration gauges export of `target`.
+fn limits(target: &Target, schedule: &Schedule) -> TargetLimits {
+    TargetLimits {
+        p95_latency: target.slo.p95_latency,
+        max_shed_ratio: target.slo.max_shed_ratio,
+        max_error_ratio: target.slo.max_error_ratio,
+        interval: schedule.interval,
     }
 }
 
@@ -268,6 +297,7 @@ async fn target_loop(
             } else {
                 s.last_error = report.error.clone();
             }
+            s.last_report = Some(Arc::new(report));
         }
         let wait = jittered(schedule.interval, schedule.jitter, fastrand::f64());
         tokio::select! {

@@ -1,10 +1,63 @@
 //! The results of a sweep, as the terminal output, the JSON document and the
 //! metrics read them. Plain data: produced by `stats`, `knee` and `sweep`.
 
-use serde::Serialize;
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::stats::sample::Outcome;
+
+/// How output tokens can have been counted (`LevelSummary::token_source`).
+pub const TOKEN_SOURCES: [&str; 4] = ["usage", "chunks", "mixed", "none"];
+
+/// A label from a fixed table. Spelt through an alias on purpose: serde's
+/// derive takes a field written `&'static str` for one borrowed from the
+/// input, which no owned document could deserialize into.
+pub type Label = &'static str;
+
+/// Reading a JSON document back: the reports hold outcome labels and token
+/// sources as `&'static str` (they come from fixed tables), so each label
+/// read is mapped to its table entry; an unknown one is an error, since it
+/// would mean a document of another format.
+pub mod labels {
+    use super::*;
+
+    fn outcome(label: &str) -> Option<&'static str> {
+        Outcome::ALL
+            .iter()
+            .map(|o| o.as_str())
+            .find(|known| *known == label)
+    }
+
+    /// A map keyed by outcome label.
+    pub fn outcome_map<'de, D, V>(d: D) -> Result<BTreeMap<&'static str, V>, D::Error>
+    where
+        D: Deserializer<'de>,
+        V: Deserialize<'de>,
+    {
+        BTreeMap::<String, V>::deserialize(d)?
+            .into_iter()
+            .map(|(k, v)| {
+                outcome(&k)
+                    .map(|k| (k, v))
+                    .ok_or_else(|| serde::de::Error::custom(format!("unknown outcome `{k}`")))
+            })
+            .collect()
+    }
+
+    /// One of [`TOKEN_SOURCES`].
+    pub fn token_source<'de, D: Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+        let s = String::deserialize(d)?;
+        TOKEN_SOURCES
+            .iter()
+            .find(|known| **known == s)
+            .copied()
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown token_source `{s}`")))
+    }
+}
 
 /// Percentiles of one quantity in one level, with the sample count they rest on.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct Percentiles {
     /// Number of samples the percentiles were computed from.
     pub count: usize,
@@ -24,7 +77,7 @@ impl Percentiles {
 }
 
 /// Why a level was run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum LevelRole {
     /// One of the configured levels.
@@ -44,31 +97,60 @@ impl LevelRole {
     }
 }
 
+/// Which limit of the SLO a level is certain to break.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Breach {
+    /// The shed ratio of the full level must exceed its limit.
+    Shed,
+    /// The error ratio of the full level must exceed its limit.
+    Errors,
+    /// The p95 latency of the full level must exceed its limit.
+    #[serde(rename = "p95_latency")]
+    Latency,
+}
+
+impl Breach {
+    /// The value used in JSON and tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Breach::Shed => "shed",
+            Breach::Errors => "errors",
+            Breach::Latency => "p95_latency",
+        }
+    }
+}
+
 /// A level stopped as soon as its verdict was certain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EarlyStop {
-    /// The limit the full level was certain to break: `shed`, `errors` or `p95_latency`.
-    pub breach: &'static str,
+    /// The limit the full level was certain to break.
+    pub breach: Breach,
     /// Requests of the planned count never sent.
     pub saved_requests: u64,
 }
 
 /// Summary of one concurrency level.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LevelSummary {
     /// Requests kept in flight.
     pub concurrency: u32,
     /// Configured level or refinement probe.
+    // The three fields below are absent from documents written before them.
+    #[serde(default)]
     pub role: LevelRole,
     /// Requests sent in the level (those cancelled in flight included).
     pub requests: u64,
-    /// Requests the level was to send.
+    /// Requests the level was to send (0 in documents written before it).
+    #[serde(default)]
     pub planned_requests: u64,
     /// Set when the level stopped before sending all of them, its verdict
     /// (a break) already certain; its requests in flight were cancelled.
+    #[serde(default)]
     pub stopped_early: Option<EarlyStop>,
     /// Requests per outcome, keyed by the outcome label.
-    pub outcomes: std::collections::BTreeMap<&'static str, u64>,
+    #[serde(deserialize_with = "labels::outcome_map")]
+    pub outcomes: BTreeMap<&'static str, u64>,
     /// Fraction of requests shed (503) or rate limited (429).
     pub shed_ratio: f64,
     /// Fraction failed for any other reason.
@@ -90,7 +172,8 @@ pub struct LevelSummary {
     /// Wall time of the level, seconds.
     pub wall_seconds: f64,
     /// How output tokens were counted: "usage", "chunks" or "mixed".
-    pub token_source: &'static str,
+    #[serde(deserialize_with = "labels::token_source")]
+    pub token_source: Label,
     /// Output tokens per content chunk, where usage was reported (above 1:
     /// chunks carry several tokens and inter-token latency is per chunk).
     pub tokens_per_content_chunk: Option<f64>,
@@ -98,13 +181,15 @@ pub struct LevelSummary {
     pub streams_without_finish_reason: u64,
     /// The first error message of each failed outcome in the level, so that a
     /// sweep can say what went wrong without one log line per request.
-    pub error_examples: std::collections::BTreeMap<&'static str, String>,
+    // Absent from documents written before it was added.
+    #[serde(default, deserialize_with = "labels::outcome_map")]
+    pub error_examples: BTreeMap<&'static str, String>,
     /// Whether the level stayed within the SLO.
     pub within_slo: bool,
 }
 
 /// Capacity verdict for one workload of one target.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Capacity {
     /// Highest level within the SLO with every lower level within it too (0 if none).
     pub knee_concurrency: u32,
@@ -121,20 +206,21 @@ pub struct Capacity {
 }
 
 /// Results of one workload on one target.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadReport {
     /// Workload name.
     pub workload: String,
     /// Levels measured, by concurrency.
     pub levels: Vec<LevelSummary>,
-    /// Configured levels a warm start did not run (below half the last knee).
+    /// Configured levels a warm start did not run (up to half the last knee).
+    #[serde(default)]
     pub skipped_levels: Vec<u32>,
     /// Knee and recommendation.
     pub capacity: Capacity,
 }
 
 /// Whether a sweep climbed every level from the lowest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum SweepKind {
     /// Every configured level from the lowest.
@@ -155,11 +241,12 @@ impl SweepKind {
 }
 
 /// Results of one sweep of one target.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepReport {
     /// Target name.
     pub target: String,
     /// Full climb or warm start.
+    #[serde(default)]
     pub kind: SweepKind,
     /// Model id requested.
     pub model: String,
@@ -172,6 +259,7 @@ pub struct SweepReport {
     /// Unix time at which it finished, seconds.
     pub finished_at_unix_seconds: f64,
     /// What the server told about itself.
+    #[serde(default)]
     pub setup: crate::probe::setup::Setup,
     /// Per-workload results.
     pub workloads: Vec<WorkloadReport>,

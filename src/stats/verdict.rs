@@ -30,27 +30,7 @@ use crate::stats::sample::Sample;
 /// Relative margin above the p95 limit before the latency verdict is certain.
 const LATENCY_MARGIN: f64 = 1e-9;
 
-/// Which limit a level is certain to break.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Breach {
-    /// The shed ratio of the full level must exceed its limit.
-    Shed,
-    /// The error ratio of the full level must exceed its limit.
-    Errors,
-    /// The p95 latency of the full level must exceed its limit.
-    Latency,
-}
-
-impl Breach {
-    /// Short name, for the result and the logs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Breach::Shed => "shed",
-            Breach::Errors => "errors",
-            Breach::Latency => "p95_latency",
-        }
-    }
-}
+pub use crate::stats::report::Breach;
 
 /// What a level's verdict is decided from, as its requests end.
 #[derive(Debug, Clone)]

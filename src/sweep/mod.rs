@@ -189,7 +189,7 @@ async fn run_workload(
             // is judged as the full one would be.
             summary.within_slo = false;
             summary.stopped_early = Some(EarlyStop {
-                breach: breach.as_str(),
+                breach,
                 saved_requests: n.saturating_sub(summary.requests),
             });
         }
@@ -238,7 +238,7 @@ fn slo_breach(l: &LevelSummary, target: &Target) -> String {
     if let Some(e) = &l.stopped_early {
         why.push(format!(
             "{} certain after {} of {} requests",
-            e.breach.replace('_', " "),
+            e.breach.as_str().replace('_', " "),
             l.requests,
             l.planned_requests
         ));
