@@ -73,7 +73,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let reports =
                 llmprobe::sweep_once(&config, &targets, llmprobe::progress_wanted()).await?;
             let pairs =
-                llmprobe::sweep::pair::measure_once(&config, &targets, llmprobe::progress_wanted())
+                llmprobe::measure_pairs_once(&config, &targets, llmprobe::progress_wanted())
                     .await?;
             match format {
                 Format::Table => {

@@ -16,7 +16,7 @@ use axum::http::{header, Response, StatusCode};
 use axum::serve::ListenerExt;
 use tokio_util::sync::CancellationToken;
 
-use llmprobe::sweep::pair::PairReport;
+use llmprobe::stats::report::PairReport;
 use support::{metric, write_config, Daemon};
 
 /// Stops a server started by the test when dropped, even on panic.
@@ -308,7 +308,7 @@ gateway_pairs:
 async fn measure(direct: SocketAddr, through: SocketAddr, pair: &str) -> PairReport {
     let path = write_config(&pair_config(direct, through, pair));
     let cfg = llmprobe::config::load(&path).unwrap_or_else(|e| panic!("{e}"));
-    let mut reports = llmprobe::sweep::pair::measure_once(&cfg, &[], false)
+    let mut reports = llmprobe::measure_pairs_once(&cfg, &[], false)
         .await
         .unwrap();
     assert_eq!(reports.len(), 1);

@@ -15,9 +15,10 @@ use std::time::Duration;
 
 use llmprobe::metrics::{FleetMetrics, Metrics};
 use llmprobe::probe::setup::Setup;
-use llmprobe::stats::report::{Capacity, LevelSummary, Percentiles, SweepReport, WorkloadReport};
+use llmprobe::stats::report::{
+    Capacity, LevelSummary, PairReport, Percentiles, SideSummary, SweepReport, WorkloadReport,
+};
 use llmprobe::stats::sample::{Outcome, Sample, TokenSource};
-use llmprobe::sweep::pair::{PairReport, SideSummary};
 
 /// Families whose value depends on the clock or the machine.
 const UNPINNED_FAMILIES: [&str; 2] = [
@@ -359,7 +360,7 @@ fn metrics_text() -> String {
 
 /// The gateway pair's overhead, published as the daemon publishes it.
 fn publish_pair(metrics: &Metrics, report: &PairReport) {
-    llmprobe::sweep::pair::publish(metrics, report);
+    metrics.publish_pair(report);
 }
 
 /// The crate version replaced by a placeholder.

@@ -26,7 +26,7 @@ use prometheus::{
     Gauge, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
 };
 
-use crate::stats::report::{Percentiles, SweepReport};
+use crate::stats::report::{PairReport, Percentiles, SweepReport};
 use crate::stats::sample::{Outcome, Sample};
 
 /// Content type of [`Metrics::encode`]'s output (text exposition format 0.0.4).
@@ -172,6 +172,16 @@ const GATEWAY_SAMPLES: Spec = Spec {
     labels: &["pair", "quantity"],
 };
 
+/// The `quantity` label of the gateway's latency overhead.
+const OVERHEAD_LATENCY: &str = "latency";
+/// The `quantity` label of the gateway's TTFT overhead.
+const OVERHEAD_TTFT: &str = "ttft";
+
+/// The exported percentiles as (`percentile` label value, value) pairs.
+fn labelled(p: &Percentiles) -> [(&'static str, Option<f64>); 3] {
+    [("50", p.p50), ("95", p.p95), ("99", p.p99)]
+}
+
 /// Every family rendered from the sweep results.
 const SNAPSHOT_SPECS: [&Spec; 19] = [
     &SWEEP_TTFT,
@@ -213,8 +223,8 @@ struct Snapshot {
     sweeps: RwLock<BTreeMap<String, TargetSweeps>>,
     /// target -> label pairs of its info series (target label excluded).
     target_info: RwLock<BTreeMap<String, Vec<(String, String)>>>,
-    /// (pair, quantity) -> overhead percentiles.
-    gateway: RwLock<BTreeMap<(String, String), Percentiles>>,
+    /// pair -> overhead percentiles by quantity (in exposition order).
+    gateway: RwLock<BTreeMap<String, [(&'static str, Percentiles); 2]>>,
     /// Bumped after every change: a rendering is reused while it is current.
     generation: AtomicU64,
     /// The latest rendering and the generation it shows.
@@ -617,16 +627,24 @@ impl Metrics {
         }
     }
 
-    /// Replaces the gateway overhead of `pair` for `quantity` ("latency" or
-    /// "ttft"): through the gateway minus direct, per percentile.
-    pub fn publish_gateway_overhead(&self, pair: &str, quantity: &str, p: &Percentiles) {
-        write(&self.snapshot.gateway).insert((pair.to_string(), quantity.to_string()), *p);
+    /// Replaces the exported overhead of the report's pair with the report's.
+    /// A report that was cut short still carries its sample count, so a thin
+    /// result is visible as such; one with no successful request on a side
+    /// exports only count 0.
+    pub fn publish_pair(&self, report: &PairReport) {
+        write(&self.snapshot.gateway).insert(
+            report.pair.clone(),
+            [
+                (OVERHEAD_LATENCY, report.latency_overhead_seconds),
+                (OVERHEAD_TTFT, report.ttft_overhead_seconds),
+            ],
+        );
         self.snapshot.changed();
     }
 
     /// Removes every gateway overhead series of `pair`.
     pub fn forget_pair(&self, pair: &str) {
-        write(&self.snapshot.gateway).retain(|(p, _), _| p != pair);
+        write(&self.snapshot.gateway).remove(pair);
         self.snapshot.changed();
     }
 
@@ -803,7 +821,7 @@ impl Snapshot {
                         ),
                     ];
                     for (spec, quantity, p) in quantities {
-                        for (percentile, value) in p.labelled() {
+                        for (percentile, value) in labelled(p) {
                             if let Some(v) = value {
                                 out.add(spec, &[t, m, w, c, percentile], v);
                             }
@@ -852,13 +870,15 @@ impl Snapshot {
 
     /// Builds the gateway overhead families.
     fn collect_gateway(&self, out: &mut Families) {
-        for ((pair, quantity), p) in read(&self.gateway).iter() {
-            for (percentile, value) in p.labelled() {
-                if let Some(v) = value {
-                    out.add(&GATEWAY_OVERHEAD, &[pair, quantity, percentile], v);
+        for (pair, quantities) in read(&self.gateway).iter() {
+            for (quantity, p) in quantities {
+                for (percentile, value) in labelled(p) {
+                    if let Some(v) = value {
+                        out.add(&GATEWAY_OVERHEAD, &[pair, quantity, percentile], v);
+                    }
                 }
+                out.add(&GATEWAY_SAMPLES, &[pair, quantity], p.count as f64);
             }
-            out.add(&GATEWAY_SAMPLES, &[pair, quantity], p.count as f64);
         }
     }
 }
@@ -1004,7 +1024,7 @@ impl FleetMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::report::{Capacity, LevelSummary, WorkloadReport};
+    use crate::stats::report::{Capacity, LevelSummary, SideSummary, WorkloadReport};
     use crate::stats::sample::TokenSource;
     use std::time::Duration;
 
@@ -1136,6 +1156,30 @@ mod tests {
             finished_at_unix_seconds: 1_700_000_000.0,
             setup: Default::default(),
             workloads,
+        }
+    }
+
+    fn pair_report(pair: &str, latency: Percentiles, ttft: Percentiles) -> PairReport {
+        let side = |target: &str| SideSummary {
+            target: target.to_string(),
+            requests: 30,
+            outcomes: BTreeMap::new(),
+            latency_seconds: pct(30, 0.001),
+            ttft_seconds: pct(30, 0.0005),
+            first_error: None,
+        };
+        PairReport {
+            pair: pair.to_string(),
+            workload: "chat".to_string(),
+            concurrency: 1,
+            success: true,
+            error: None,
+            direct: side("direct"),
+            through: side("through"),
+            latency_overhead_seconds: latency,
+            ttft_overhead_seconds: ttft,
+            duration_seconds: 1.0,
+            finished_at_unix_seconds: 1_700_000_000.0,
         }
     }
 
@@ -1404,7 +1448,7 @@ mod tests {
         m.publish_sweep(&report("w1", vec![workload("chat", &[1, 2])]));
         let first = m.snapshot.text();
         assert!(Arc::ptr_eq(&first, &m.snapshot.text()), "nothing changed");
-        m.publish_gateway_overhead("gw", "latency", &pct(30, 0.002));
+        m.publish_pair(&pair_report("gw", pct(30, 0.002), Percentiles::default()));
         let second = m.snapshot.text();
         assert!(!Arc::ptr_eq(&first, &second));
         assert!(second.contains("llmprobe_gateway_overhead_seconds{"));
@@ -1701,16 +1745,12 @@ mod tests {
     #[test]
     fn gateway_overhead_is_published_and_forgotten() {
         let m = metrics();
-        m.publish_gateway_overhead("gw", "latency", &pct(30, 0.002));
-        m.publish_gateway_overhead(
-            "gw",
-            "ttft",
-            &Percentiles {
-                count: 0,
-                ..Percentiles::default()
-            },
-        );
-        m.publish_gateway_overhead("other", "latency", &pct(30, 0.001));
+        let no_samples = Percentiles {
+            count: 0,
+            ..Percentiles::default()
+        };
+        m.publish_pair(&pair_report("gw", pct(30, 0.002), no_samples));
+        m.publish_pair(&pair_report("other", pct(30, 0.001), no_samples));
         let text = m.encode();
         assert_eq!(
             get(
