@@ -74,13 +74,8 @@ pub async fn run(
             status_view
                 .read()
                 .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .map(|(name, s)| http::router::TargetStatus {
-                    name: name.clone(),
-                    model: s.model.clone(),
-                    last_success_unix: s.last_success_unix,
-                    last_error: s.last_error.clone(),
-                })
+                .values()
+                .cloned()
                 .collect()
         }),
     };

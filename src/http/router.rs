@@ -17,6 +17,7 @@ use axum::Router;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::metrics::{Metrics, TEXT_CONTENT_TYPE};
+use crate::stats::report::TargetStatus;
 
 /// How long `POST /-/reload` waits for the reload to finish before answering
 /// 500, so that a stuck reload cannot hold HTTP clients forever.
@@ -31,19 +32,6 @@ pub enum Control {
         /// Where the control loop sends the outcome.
         reply: oneshot::Sender<Result<(), String>>,
     },
-}
-
-/// What the index page shows about one target.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TargetStatus {
-    /// Target name.
-    pub name: String,
-    /// Model id measured.
-    pub model: String,
-    /// Unix time of the last completed sweep, if any.
-    pub last_success_unix: Option<f64>,
-    /// Why the last sweep failed, when it did (never holds a secret).
-    pub last_error: Option<String>,
 }
 
 /// Produces the current status of every configured target, on demand.

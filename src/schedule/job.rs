@@ -13,7 +13,7 @@ use crate::metrics::Metrics;
 use crate::schedule::endpoint::{self, Reachable};
 use crate::schedule::idle_gate::{self, IdleGate};
 use crate::schedule::{jittered, log, Statuses};
-use crate::stats::report::{PairReport, SweepReport};
+use crate::stats::report::{PairReport, SweepReport, TargetStatus};
 use crate::sweep::{self, interleaved, SweepEnv};
 
 /// What one loop measures. Equal jobs measure alike: a reload keeps the
@@ -185,15 +185,12 @@ impl Measured<'_> {
                 out.metrics
                     .set_target_info(&target.name, &target_info(target, &report.setup));
                 out.metrics.publish_sweep(report);
-                let mut st = out.statuses.write().unwrap_or_else(|e| e.into_inner());
-                let s = st.entry(target.name.clone()).or_default();
-                s.model = target.model.clone();
-                if report.success {
-                    s.last_success_unix = Some(report.finished_at_unix_seconds);
-                    s.last_error = None;
-                } else {
-                    s.last_error = report.error.clone();
-                }
+                out.statuses
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry(target.name.clone())
+                    .or_insert_with(|| TargetStatus::new(&target.name, &target.model))
+                    .record(report);
             }
             Measured::Pair(report) => {
                 log::pair(report);

@@ -22,24 +22,14 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, Schedule, Target, Workload};
 use crate::metrics::Metrics;
 use crate::probe::client::Client;
+use crate::stats::report::TargetStatus;
 use crate::stats::sample::Sample;
 use crate::sweep::interleaved::pair_targets;
 use crate::sweep::{Observer, SweepEnv};
 use job::{Job, Outputs};
 
-/// What the index page shows of a target.
-#[derive(Debug, Clone, Default)]
-pub struct Status {
-    /// Model id.
-    pub model: String,
-    /// Unix time of the last successful sweep.
-    pub last_success_unix: Option<f64>,
-    /// Why the last sweep failed, if it did.
-    pub last_error: Option<String>,
-}
-
 /// Shared view of every target's status.
-pub type Statuses = Arc<RwLock<BTreeMap<String, Status>>>;
+pub type Statuses = Arc<RwLock<BTreeMap<String, TargetStatus>>>;
 
 /// Names a loop: targets and gateway pairs have names of their own.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -191,7 +181,7 @@ impl Scheduler {
                 .write()
                 .unwrap_or_else(|e| e.into_inner())
                 .entry(target.name.clone())
-                .or_default()
+                .or_insert_with(|| TargetStatus::new(&target.name, &target.model))
                 .model = target.model.clone();
         }
         let task = job::run(
