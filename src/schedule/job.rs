@@ -70,6 +70,10 @@ pub(crate) async fn run(
     out: Outputs,
 ) {
     let cancel = env.cancel.clone();
+    if cancel.is_cancelled() {
+        return;
+    }
+    job.announce(&out);
     tokio::select! {
         _ = tokio::time::sleep(offset) => {}
         _ = cancel.cancelled() => return,
@@ -125,6 +129,18 @@ impl Job {
                     None
                 }
             },
+        }
+    }
+
+    /// Shows a target on the index page before its first sweep.
+    fn announce(&self, out: &Outputs) {
+        if let Job::Target(target) = self {
+            out.statuses
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(target.name.clone())
+                .or_insert_with(|| TargetStatus::new(&target.name, &target.model))
+                .model = target.model.clone();
         }
     }
 

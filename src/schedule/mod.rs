@@ -2,8 +2,10 @@
 //! and a gateway pair's measurements alike. One loop per job (one sweep at a
 //! time each), staggered at start and jittered on every interval, all
 //! sharing one global cap on requests in flight. A reload diffs the jobs:
-//! removed ones are cancelled and their series dropped, changed ones
-//! restarted, new ones started. What one loop does is [`job`]'s.
+//! removed ones are cancelled and, once their loops have ended, their series
+//! dropped; changed ones restarted; new ones started. A loop started under
+//! the name of one that was stopped waits for that one to end (and be
+//! forgotten) first. What one loop does is [`job`]'s.
 
 pub mod endpoint;
 pub mod idle_gate;
@@ -64,6 +66,11 @@ pub struct Scheduler {
     schedule: Option<Schedule>,
     env: Option<SweepEnv>,
     running: BTreeMap<LoopKey, Running>,
+    /// Per name, fires once the loop last stopped under it has ended and,
+    /// when it was removed, its series are dropped: the next loop of that
+    /// name waits for it, so two loops never measure one job at once and a
+    /// late forget never drops a new loop's series.
+    stopping: BTreeMap<LoopKey, CancellationToken>,
     root: CancellationToken,
 }
 
@@ -115,6 +122,7 @@ impl Scheduler {
             schedule: None,
             env: None,
             running: BTreeMap::new(),
+            stopping: BTreeMap::new(),
             root: CancellationToken::new(),
         }
     }
@@ -134,6 +142,9 @@ impl Scheduler {
         }
         let wanted = jobs(config);
         let wanted_job = |key: &LoopKey| wanted.iter().find(|(k, _)| k == key).map(|(_, j)| j);
+        self.stopping.retain(|_, done| !done.is_cancelled());
+        let mut stopped = Vec::new();
+        let mut removed = Vec::new();
         let keys: Vec<LoopKey> = self.running.keys().cloned().collect();
         for key in keys {
             let keep =
@@ -146,9 +157,15 @@ impl Scheduler {
             };
             r.cancel.cancel();
             tracing::info!(loop_name = %key, "stopping measurement");
-            if wanted_job(&key).is_none() {
-                self.retire(key, r.ended);
+            stopped.push(r.ended.clone());
+            if wanted_job(&key).is_some() {
+                self.stopping.insert(key, r.ended);
+            } else {
+                removed.push(key);
             }
+        }
+        if !removed.is_empty() {
+            self.retire(removed, stopped);
         }
         let (Some(env), Some(schedule)) = (self.env.clone(), self.schedule.clone()) else {
             return;
@@ -164,7 +181,8 @@ impl Scheduler {
         }
     }
 
-    /// Starts the loop of `job` under `key`.
+    /// Starts the loop of `job` under `key`, once the loop last stopped
+    /// under that key (if any) is done.
     fn start(
         &mut self,
         key: LoopKey,
@@ -175,15 +193,7 @@ impl Scheduler {
     ) {
         let cancel = self.root.child_token();
         let ended = CancellationToken::new();
-        if let Job::Target(target) = &job {
-            self.out
-                .statuses
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .entry(target.name.clone())
-                .or_insert_with(|| TargetStatus::new(&target.name, &target.model))
-                .model = target.model.clone();
-        }
+        let before = self.stopping.remove(&key);
         let task = job::run(
             job.clone(),
             SweepEnv {
@@ -198,6 +208,11 @@ impl Scheduler {
         let handle = tokio::spawn(async move {
             // Fires `ended` when the task ends, by return or by panic.
             let _guard = guard;
+            // Not cancellable: `ended` must imply that the predecessor is
+            // done too, or a chain of quick reloads could overtake it.
+            if let Some(before) = before {
+                before.cancelled().await;
+            }
             task.await;
         });
         self.running.insert(
@@ -211,27 +226,36 @@ impl Scheduler {
         );
     }
 
-    /// Drops the series and status of a loop removed for good.
-    fn retire(&mut self, key: LoopKey, ended: CancellationToken) {
-        let out = self.out.clone();
-        match key {
-            LoopKey::Target(name) => {
-                out.metrics.forget_target(&name);
-                out.statuses
-                    .write()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&name);
-            }
-            LoopKey::Pair(name) => {
-                // Forgotten once the loop has ended: a loop that had just
-                // finished a measurement could otherwise publish it after
-                // the series were dropped, and it would stay forever.
-                tokio::spawn(async move {
-                    ended.cancelled().await;
-                    out.metrics.forget_pair(&name);
-                });
-            }
+    /// Drops the series and statuses of the `removed` loops once every loop
+    /// stopped by the same reload has ended (`stopped`): a request still in
+    /// flight, ending as `cancelled` after the series were dropped, would
+    /// create them again and they would stay forever. A pair loop sends to
+    /// its targets too, hence every stopped loop, not only the removed ones.
+    fn retire(&mut self, removed: Vec<LoopKey>, stopped: Vec<CancellationToken>) {
+        let done = CancellationToken::new();
+        for key in &removed {
+            self.stopping.insert(key.clone(), done.clone());
         }
+        let guard = done.drop_guard();
+        let out = self.out.clone();
+        tokio::spawn(async move {
+            let _guard = guard;
+            for ended in stopped {
+                ended.cancelled().await;
+            }
+            for key in removed {
+                match key {
+                    LoopKey::Target(name) => {
+                        out.metrics.forget_target(&name);
+                        out.statuses
+                            .write()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .remove(&name);
+                    }
+                    LoopKey::Pair(name) => out.metrics.forget_pair(&name),
+                }
+            }
+        });
     }
 
     /// Loops that ended although nobody stopped them (a panic, or an
