@@ -147,8 +147,7 @@ impl Job {
     /// Exports what is known before the first round.
     fn started(&self, out: &Outputs) {
         if let Job::Target(target) = self {
-            out.metrics
-                .set_target_info(&target.name, &target_info(target, &Default::default()));
+            out.metrics.describe_target(target, &Default::default());
             out.metrics.target_started(&target.name);
         }
     }
@@ -198,8 +197,7 @@ impl Measured<'_> {
         match self {
             Measured::Sweep(target, report) => {
                 log::sweep(report);
-                out.metrics
-                    .set_target_info(&target.name, &target_info(target, &report.setup));
+                out.metrics.describe_target(target, &report.setup);
                 out.metrics.publish_sweep(report);
                 out.statuses
                     .write()
@@ -214,18 +212,6 @@ impl Measured<'_> {
             }
         }
     }
-}
-
-/// Labels of `llmprobe_target_info`: what the server told, then the
-/// configured labels (which win: an operator may know better).
-fn target_info(target: &Target, setup: &crate::probe::setup::Setup) -> Vec<(String, String)> {
-    let mut info = vec![
-        ("model".to_string(), target.model.clone()),
-        ("server".to_string(), setup.server.clone()),
-        ("server_version".to_string(), setup.server_version.clone()),
-    ];
-    info.extend(target.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
-    info
 }
 
 /// Waits while the server reports more work than the gate allows; false
