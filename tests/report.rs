@@ -373,7 +373,7 @@ targets:
     simulator: {{ profile: tiny }}
 "#
     );
-    let d = support::Daemon::start(support::write_config(&yaml)).await;
+    let d = support::daemon::Daemon::start(support::config::write_config(&yaml)).await;
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let get = |path: &str, auth: bool| {
         let mut r = client.get(d.url(path));
