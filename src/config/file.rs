@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::values::{MaxTokensField, Percent, RequestsPerLevel};
+use super::defaults;
+use super::settings::file_struct_with_settings;
+use super::values::Percent;
 
 /// The configuration file as written.
 #[derive(Debug, Clone, Deserialize)]
@@ -36,17 +38,17 @@ pub struct FileConfig {
     pub web: WebFile,
     /// Targets discovered from Prometheus `file_sd` files.
     #[serde(default)]
-    pub file_sd: Option<crate::fleet::file_sd::FileSdFile>,
+    pub file_sd: Option<FileSdFile>,
     /// How a discovered entry becomes a target.
     #[serde(default)]
-    pub target_template: Option<crate::fleet::file_sd::TemplateFile>,
+    pub target_template: Option<TemplateFile>,
     /// This instance's share of the targets, when several share a fleet.
     #[serde(default)]
-    pub shard: Option<crate::fleet::shard::ShardFile>,
+    pub shard: Option<ShardFile>,
 }
 
 fn default_listen() -> String {
-    "0.0.0.0:9775".into()
+    defaults::LISTEN.into()
 }
 
 /// `schedule:` section.
@@ -68,10 +70,10 @@ pub struct ScheduleFile {
 impl Default for ScheduleFile {
     fn default() -> Self {
         ScheduleFile {
-            interval: Duration::from_secs(15 * 60),
-            jitter: Percent(0.10),
-            max_in_flight_total: 64,
-            sweep_timeout: Duration::from_secs(10 * 60),
+            interval: defaults::INTERVAL,
+            jitter: Percent(defaults::JITTER),
+            max_in_flight_total: defaults::MAX_IN_FLIGHT_TOTAL,
+            sweep_timeout: defaults::SWEEP_TIMEOUT,
         }
     }
 }
@@ -93,7 +95,7 @@ pub struct WebFile {
 impl Default for WebFile {
     fn default() -> Self {
         WebFile {
-            enable_reload: true,
+            enable_reload: defaults::ENABLE_RELOAD,
             basic_auth_users: BTreeMap::new(),
             tls_cert_file: None,
             tls_key_file: None,
@@ -101,9 +103,8 @@ impl Default for WebFile {
     }
 }
 
-/// Resolved `web:` section.
 /// Latency and failure limits that decide whether a level is acceptable.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SloFile {
     /// p95 end-to-end latency limit.
@@ -115,76 +116,39 @@ pub struct SloFile {
     pub max_error_ratio: Option<f64>,
 }
 
-/// Settings a target inherits from `defaults:` and may override.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DefaultsFile {
-    /// Workload used when a target names none.
-    pub workload: Option<String>,
-    /// Requests sent first and not counted.
-    pub warmup_requests: Option<u32>,
-    /// Concurrency levels, increasing.
-    pub levels: Option<Vec<u32>>,
-    /// Requests per level: `Nx` (N times the concurrency) or a number.
-    pub requests_per_level: Option<RequestsPerLevel>,
-    /// Lower bound on requests per level.
-    pub min_requests_per_level: Option<u32>,
-    /// Limit on one request.
-    #[serde(default, with = "humantime_serde")]
-    pub request_timeout: Option<Duration>,
-    /// Acceptance limits of a level.
-    #[serde(default)]
-    pub slo: SloFile,
-    /// recommended max_in_flight = floor(knee x headroom).
-    pub headroom: Option<f64>,
-    /// Highest level sent to the target.
-    pub max_concurrency: Option<u32>,
-    /// Request field that carries the output limit.
-    pub max_tokens_field: Option<MaxTokensField>,
+file_struct_with_settings! {
+    /// `defaults:`: what every target inherits and may override.
+    #[derive(Debug, Clone, Default)]
+    pub struct DefaultsFile {
+        /// Workload used when a target names none.
+        pub workload: Option<String>,
+    }
 }
 
-/// One target as written.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TargetFile {
-    /// Unique name (the `target` label).
-    pub name: String,
-    /// OpenAI-compatible base URL, ending in `/v1` usually.
-    pub base_url: Option<String>,
-    /// Run the built-in simulated engine in-process and measure it.
-    pub simulator: Option<crate::sim::SimConfig>,
-    /// Model id sent in requests.
-    pub model: Option<String>,
-    /// Environment variable holding the API key.
-    pub api_key_env: Option<String>,
-    /// File holding the API key (systemd credentials).
-    pub api_key_file: Option<String>,
-    /// Extra labels for `llmprobe_target_info` (gpu, driver, ...).
-    #[serde(default)]
-    pub labels: BTreeMap<String, String>,
-    /// Workloads to measure, by name.
-    pub workloads: Option<Vec<String>>,
-    /// Postpone sweeps while the server is busy.
-    pub idle_gate: Option<IdleGateFile>,
-    /// See [`DefaultsFile::warmup_requests`].
-    pub warmup_requests: Option<u32>,
-    /// See [`DefaultsFile::levels`].
-    pub levels: Option<Vec<u32>>,
-    /// See [`DefaultsFile::requests_per_level`].
-    pub requests_per_level: Option<RequestsPerLevel>,
-    /// See [`DefaultsFile::min_requests_per_level`].
-    pub min_requests_per_level: Option<u32>,
-    /// See [`DefaultsFile::request_timeout`].
-    #[serde(default, with = "humantime_serde")]
-    pub request_timeout: Option<Duration>,
-    /// See [`DefaultsFile::slo`].
-    pub slo: Option<SloFile>,
-    /// See [`DefaultsFile::headroom`].
-    pub headroom: Option<f64>,
-    /// See [`DefaultsFile::max_concurrency`].
-    pub max_concurrency: Option<u32>,
-    /// See [`DefaultsFile::max_tokens_field`].
-    pub max_tokens_field: Option<MaxTokensField>,
+file_struct_with_settings! {
+    /// One target as written.
+    #[derive(Debug, Clone)]
+    pub struct TargetFile {
+        /// Unique name (the `target` label).
+        pub name: String,
+        /// OpenAI-compatible base URL, ending in `/v1` usually.
+        pub base_url: Option<String>,
+        /// Run the built-in simulated engine in-process and measure it.
+        pub simulator: Option<crate::sim::SimConfig>,
+        /// Model id sent in requests.
+        pub model: Option<String>,
+        /// Environment variable holding the API key.
+        pub api_key_env: Option<String>,
+        /// File holding the API key (systemd credentials).
+        pub api_key_file: Option<String>,
+        /// Extra labels for `llmprobe_target_info` (gpu, driver, ...).
+        #[serde(default)]
+        pub labels: BTreeMap<String, String>,
+        /// Workloads to measure, by name.
+        pub workloads: Option<Vec<String>>,
+        /// Postpone sweeps while the server is busy.
+        pub idle_gate: Option<IdleGateFile>,
+    }
 }
 
 /// `idle_gate:` of a target.
@@ -249,4 +213,107 @@ pub struct GatewayPairFile {
     pub requests: Option<u32>,
     /// Workload sent to both sides (default: the direct target's first workload).
     pub workload: Option<String>,
+}
+
+/// `file_sd:`: targets discovered from Prometheus `file_sd` files.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSdFile {
+    /// Files to read: paths, or patterns with `*` / `?` in the file name
+    /// (`/etc/llmprobe/targets/*.json`); relative to the config file.
+    pub files: Vec<String>,
+    /// How often the files are checked for changes (default 30s).
+    #[serde(default, with = "humantime_serde")]
+    pub refresh_interval: Option<Duration>,
+}
+
+file_struct_with_settings! {
+    /// `target_template:`: how a discovered `host:port` becomes a target.
+    #[derive(Debug, Clone, Default)]
+    pub struct TemplateFile {
+        /// `http` (default) or `https`.
+        pub scheme: Option<String>,
+        /// Path of the OpenAI-compatible API on the server (default `/v1`).
+        pub path_prefix: Option<String>,
+        /// Label holding the model id (default `model`).
+        pub model_label: Option<String>,
+        /// Model id of entries without that label.
+        pub model: Option<String>,
+        /// Label holding the target's name (default: the `host:port` itself).
+        pub name_label: Option<String>,
+        /// Labels copied into `llmprobe_target_info` (default gpu, driver,
+        /// gpu_memory, os, via_gateway); only these, so the files cannot raise
+        /// the number of label names.
+        pub labels: Option<Vec<String>>,
+        /// Label holding a per-target `max_concurrency` (for example the
+        /// gateway's max_in_flight for that worker).
+        pub max_concurrency_label: Option<String>,
+        /// Workloads to measure, by name.
+        pub workloads: Option<Vec<String>>,
+        /// Environment variable holding the API key of every discovered target.
+        pub api_key_env: Option<String>,
+        /// File holding that key.
+        pub api_key_file: Option<String>,
+        /// Idle gate on the server's own metrics, at `metrics_path` of the same host.
+        pub idle_gate: Option<TemplateIdleGateFile>,
+    }
+}
+
+impl TemplateFile {
+    /// `scheme`, or its default.
+    pub fn scheme(&self) -> &str {
+        self.scheme.as_deref().unwrap_or(defaults::TEMPLATE_SCHEME)
+    }
+
+    /// `path_prefix`, or its default.
+    pub fn path_prefix(&self) -> &str {
+        self.path_prefix
+            .as_deref()
+            .unwrap_or(defaults::TEMPLATE_PATH_PREFIX)
+    }
+
+    /// `model_label`, or its default.
+    pub fn model_label(&self) -> &str {
+        self.model_label
+            .as_deref()
+            .unwrap_or(defaults::TEMPLATE_MODEL_LABEL)
+    }
+
+    /// `labels`, or the default ones.
+    pub fn copied_labels(&self) -> Vec<&str> {
+        match &self.labels {
+            Some(ls) => ls.iter().map(String::as_str).collect(),
+            None => defaults::TEMPLATE_LABELS.to_vec(),
+        }
+    }
+}
+
+/// `target_template.idle_gate:`: the server's metrics on the discovered host.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TemplateIdleGateFile {
+    /// Path of the server's Prometheus metrics (default `/metrics`).
+    pub metrics_path: Option<String>,
+    /// Metric measuring busyness, e.g. `vllm:num_requests_running`.
+    pub metric: String,
+    /// Sweep only while the value is at most this (default 0).
+    #[serde(default)]
+    pub max_value: f64,
+    /// Wait between two looks (default 30s).
+    #[serde(default, with = "humantime_serde")]
+    pub retry_every: Option<Duration>,
+}
+
+/// `shard:`: this instance's share of the targets.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardFile {
+    /// This instance's shard, from 0 to `count - 1`.
+    pub index: Option<u32>,
+    /// Number of instances sharing the targets (default 1).
+    pub count: Option<u32>,
+    /// Take the index from the trailing `-N` of the host name (a
+    /// StatefulSet pod `llmprobe-2` is shard 2).
+    #[serde(default)]
+    pub index_from_hostname: bool,
 }

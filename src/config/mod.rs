@@ -3,16 +3,21 @@
 //! the sweep use. Every problem is collected, each naming the file and key.
 //!
 //! Plain data only: this layer imports nothing of the layers that use it.
-//! - [`file`]: the file as written; [`values`]: values written and kept.
+//! - [`file`]: the file as written; [`values`]: values written and kept;
+//!   [`settings`]: the per-target settings, declared once; [`defaults`]:
+//!   every built-in default; [`labels`]: label names.
 //! - [`load`]: reading and decoding; [`resolve`] and [`target`]: validation.
 //! - [`resolved`]: the resolved configuration.
 
+pub mod defaults;
 pub mod file;
+pub mod labels;
 pub mod load;
 pub mod prompts;
 pub mod resolve;
 pub mod resolved;
 pub mod secret;
+pub mod settings;
 pub mod target;
 pub mod values;
 
@@ -25,6 +30,7 @@ pub use file::*;
 pub use load::{decode, load, ConfigError, Env, ProcessEnv};
 pub use resolve::resolve;
 pub use resolved::*;
+pub use settings::Settings;
 pub(crate) use target::resolve_target;
 pub use values::*;
 

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::defaults;
 use super::file::FileConfig;
 use super::load::{ConfigError, Env};
 use super::prompts::{self, Prompt};
@@ -28,7 +29,7 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
                 "listen",
                 format!("`{}` is not an address like 0.0.0.0:9775", file.listen),
             );
-            "0.0.0.0:9775".parse().expect("constant address parses")
+            defaults::LISTEN.parse().expect("constant address parses")
         }
     };
 
@@ -78,10 +79,7 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
             } else {
                 dir.clone()
             };
-            let instruction = w
-                .instruction
-                .as_deref()
-                .unwrap_or(prompts::DEFAULT_INSTRUCTION);
+            let instruction = w.instruction.as_deref().unwrap_or(defaults::INSTRUCTION);
             match prompts::load_dir(&full, instruction) {
                 Ok(p) => prompts.extend(p),
                 Err(e) => bad(&format!("{key}.prompts_dir"), e),
@@ -118,14 +116,16 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
                     .into(),
             );
         }
-        let max_completion_tokens = w.max_completion_tokens.unwrap_or(256);
+        let max_completion_tokens = w
+            .max_completion_tokens
+            .unwrap_or(defaults::MAX_COMPLETION_TOKENS);
         if max_completion_tokens == 0 {
             bad(
                 &format!("{key}.max_completion_tokens"),
                 "must be at least 1".into(),
             );
         }
-        let temperature = w.temperature.unwrap_or(0.0);
+        let temperature = w.temperature.unwrap_or(defaults::TEMPERATURE);
         if !(0.0..=2.0).contains(&temperature) {
             bad(
                 &format!("{key}.temperature"),
@@ -268,12 +268,12 @@ fn resolve_gateway_pairs(
             );
             ok = false;
         }
-        let concurrency = p.concurrency.unwrap_or(1);
+        let concurrency = p.concurrency.unwrap_or(defaults::PAIR_CONCURRENCY);
         if concurrency == 0 {
             bad(&k("concurrency"), "must be at least 1".into());
             ok = false;
         }
-        let requests = p.requests.unwrap_or(40);
+        let requests = p.requests.unwrap_or(defaults::PAIR_REQUESTS);
         if requests == 0 {
             bad(&k("requests"), "must be at least 1".into());
             ok = false;

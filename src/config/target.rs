@@ -4,14 +4,13 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
+use super::defaults;
 use super::file::{DefaultsFile, TargetFile};
 use super::load::Env;
 use super::prompts;
 use super::resolved::{Endpoint, Slo, Target, Workload};
 use super::secret::Secret;
-use super::values::{MaxTokensField, RequestsPerLevel};
 use super::{MAX_KEY_FILE_BYTES, MAX_LEVEL, MAX_REQUESTS_PER_LEVEL};
 
 fn check_base_url(url: &str) -> Result<String, String> {
@@ -176,26 +175,26 @@ pub(crate) fn resolve_target(
         }
     }
 
-    let o = t;
-    let warmup_requests = o.warmup_requests.or(d.warmup_requests).unwrap_or(2);
-    if u64::from(warmup_requests) > MAX_REQUESTS_PER_LEVEL {
-        let wk = if o.warmup_requests.is_some() {
-            k("warmup_requests")
+    // The merge; a message names the target's key, or `defaults.KEY` for
+    // a value it inherits (for the keys whose check depends on the value).
+    let own = &t.settings;
+    let s = own.or(&d.settings);
+    let at = |set_here: bool, field: &str| {
+        if set_here {
+            k(field)
         } else {
-            "defaults.warmup_requests".into()
-        };
-        bad(&wk, format!("must be at most {MAX_REQUESTS_PER_LEVEL}"));
-    }
-    let mut levels = o
-        .levels
-        .clone()
-        .or_else(|| d.levels.clone())
-        .unwrap_or_else(|| vec![1, 2, 4, 8, 16]);
-    let levels_key = if o.levels.is_some() {
-        k("levels")
-    } else {
-        "defaults.levels".into()
+            format!("defaults.{field}")
+        }
     };
+    let warmup_requests = s.warmup_requests.unwrap_or(defaults::WARMUP_REQUESTS);
+    if u64::from(warmup_requests) > MAX_REQUESTS_PER_LEVEL {
+        bad(
+            &at(own.warmup_requests.is_some(), "warmup_requests"),
+            format!("must be at most {MAX_REQUESTS_PER_LEVEL}"),
+        );
+    }
+    let mut levels = s.levels.unwrap_or_else(|| defaults::LEVELS.to_vec());
+    let levels_key = at(own.levels.is_some(), "levels");
     if levels.is_empty() {
         bad(&levels_key, "is empty".into());
     } else if levels.contains(&0) {
@@ -208,8 +207,7 @@ pub(crate) fn resolve_target(
             format!("must be strictly increasing, got {levels:?}"),
         );
     }
-    let max_concurrency = o.max_concurrency.or(d.max_concurrency);
-    if let Some(max) = max_concurrency {
+    if let Some(max) = s.max_concurrency {
         if max == 0 {
             bad(&k("max_concurrency"), "must be at least 1".into());
         }
@@ -221,53 +219,38 @@ pub(crate) fn resolve_target(
             );
         }
     }
-    let requests_per_level = o
-        .requests_per_level
-        .or(d.requests_per_level)
-        .unwrap_or(RequestsPerLevel::PerConcurrency(3.0));
-    let min_requests_per_level = o
+    let requests_per_level = s.requests_per_level.unwrap_or(defaults::REQUESTS_PER_LEVEL);
+    let min_requests_per_level = s
         .min_requests_per_level
-        .or(d.min_requests_per_level)
-        .unwrap_or(8);
+        .unwrap_or(defaults::MIN_REQUESTS_PER_LEVEL);
     if let Some(&top) = levels.iter().filter(|&&l| l <= MAX_LEVEL).max() {
         let n = requests_per_level.count(top, min_requests_per_level);
         if n > MAX_REQUESTS_PER_LEVEL {
             let (field, set_here) = if u64::from(min_requests_per_level) > MAX_REQUESTS_PER_LEVEL {
-                ("min_requests_per_level", o.min_requests_per_level.is_some())
+                (
+                    "min_requests_per_level",
+                    own.min_requests_per_level.is_some(),
+                )
             } else {
-                ("requests_per_level", o.requests_per_level.is_some())
-            };
-            let rk = if set_here {
-                k(field)
-            } else {
-                format!("defaults.{field}")
+                ("requests_per_level", own.requests_per_level.is_some())
             };
             bad(
-                &rk,
+                &at(set_here, field),
                 format!(
                     "gives {n} requests at concurrency {top}, more than {MAX_REQUESTS_PER_LEVEL}"
                 ),
             );
         }
     }
-    let request_timeout = o
-        .request_timeout
-        .or(d.request_timeout)
-        .unwrap_or(Duration::from_secs(120));
+    let request_timeout = s.request_timeout.unwrap_or(defaults::REQUEST_TIMEOUT);
     if request_timeout.is_zero() {
         bad(&k("request_timeout"), "must be more than 0s".into());
     }
-    let tslo = o.slo.clone().unwrap_or_default();
+    let slo = s.slo.unwrap_or_default();
     let slo = Slo {
-        p95_latency: tslo
-            .p95_latency
-            .or(d.slo.p95_latency)
-            .unwrap_or(Duration::from_secs(30)),
-        max_shed_ratio: tslo.max_shed_ratio.or(d.slo.max_shed_ratio).unwrap_or(0.05),
-        max_error_ratio: tslo
-            .max_error_ratio
-            .or(d.slo.max_error_ratio)
-            .unwrap_or(0.05),
+        p95_latency: slo.p95_latency.unwrap_or(defaults::SLO_P95_LATENCY),
+        max_shed_ratio: slo.max_shed_ratio.unwrap_or(defaults::SLO_MAX_SHED_RATIO),
+        max_error_ratio: slo.max_error_ratio.unwrap_or(defaults::SLO_MAX_ERROR_RATIO),
     };
     if !(0.0..=1.0).contains(&slo.max_shed_ratio) {
         bad(&k("slo.max_shed_ratio"), "must be between 0 and 1".into());
@@ -275,19 +258,14 @@ pub(crate) fn resolve_target(
     if !(0.0..=1.0).contains(&slo.max_error_ratio) {
         bad(&k("slo.max_error_ratio"), "must be between 0 and 1".into());
     }
-    let headroom = o.headroom.or(d.headroom).unwrap_or(0.9);
+    let headroom = s.headroom.unwrap_or(defaults::HEADROOM);
     if !(headroom > 0.0 && headroom <= 1.0) {
-        let hk = if o.headroom.is_some() {
-            k("headroom")
-        } else {
-            "defaults.headroom".into()
-        };
-        bad(&hk, format!("must be in (0, 1], got {headroom}"));
+        bad(
+            &at(own.headroom.is_some(), "headroom"),
+            format!("must be in (0, 1], got {headroom}"),
+        );
     }
-    let max_tokens_field = o
-        .max_tokens_field
-        .or(d.max_tokens_field)
-        .unwrap_or(MaxTokensField::MaxCompletionTokens);
+    let max_tokens_field = s.max_tokens_field.unwrap_or(defaults::MAX_TOKENS_FIELD);
 
     for label in t.labels.keys() {
         if !is_label_name(label) || label == "target" || label == "model" {
@@ -311,8 +289,8 @@ pub(crate) fn resolve_target(
                     max_value: g.max_value,
                     retry_every: g
                         .retry_every
-                        .unwrap_or(Duration::from_secs(30))
-                        .max(Duration::from_millis(100)),
+                        .unwrap_or(defaults::IDLE_GATE_RETRY_EVERY)
+                        .max(defaults::IDLE_GATE_MIN_RETRY_EVERY),
                 })
             }
         }

@@ -15,11 +15,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use serde::Deserialize;
 use serde_json::Value;
 
-use crate::config::{self, DefaultsFile, Env, MaxTokensField, RequestsPerLevel, SloFile};
-use crate::config::{Target, TargetFile, Workload};
+use crate::config::labels::{is_label_name, is_usable_label};
+use crate::config::{self, defaults, DefaultsFile, Env, Settings, Target, TargetFile, Workload};
+pub use crate::config::{FileSdFile, TemplateFile, TemplateIdleGateFile};
 
 /// Largest discovery file read; a bigger one is surely not a target list.
 const MAX_FILE_BYTES: u64 = 32 * 1024 * 1024;
@@ -27,91 +27,6 @@ const MAX_FILE_BYTES: u64 = 32 * 1024 * 1024;
 /// Deepest nesting a discovery file needs (list, group, labels) plus slack;
 /// deeper input is refused before it can exhaust the stack.
 const MAX_DEPTH: usize = 8;
-
-/// Labels copied into `llmprobe_target_info` when the template names none.
-pub const DEFAULT_COPIED_LABELS: [&str; 5] = ["gpu", "driver", "gpu_memory", "os", "via_gateway"];
-
-// ---------------------------------------------------------------------------
-// Configuration as written.
-// ---------------------------------------------------------------------------
-
-/// `file_sd:` as written.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FileSdFile {
-    /// Files to read: paths, or patterns with `*` / `?` in the file name
-    /// (`/etc/llmprobe/targets/*.json`); relative to the config file.
-    pub files: Vec<String>,
-    /// How often the files are checked for changes (default 30s).
-    #[serde(default, with = "humantime_serde")]
-    pub refresh_interval: Option<Duration>,
-}
-
-/// `target_template:` as written: how a discovered `host:port` becomes a target.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TemplateFile {
-    /// `http` (default) or `https`.
-    pub scheme: Option<String>,
-    /// Path of the OpenAI-compatible API on the server (default `/v1`).
-    pub path_prefix: Option<String>,
-    /// Label holding the model id (default `model`).
-    pub model_label: Option<String>,
-    /// Model id of entries without that label.
-    pub model: Option<String>,
-    /// Label holding the target's name (default: the `host:port` itself).
-    pub name_label: Option<String>,
-    /// Labels copied into `llmprobe_target_info` (default gpu, driver,
-    /// gpu_memory, os, via_gateway); only these, so the files cannot raise
-    /// the number of label names.
-    pub labels: Option<Vec<String>>,
-    /// Label holding a per-target `max_concurrency` (for example the
-    /// gateway's max_in_flight for that worker).
-    pub max_concurrency_label: Option<String>,
-    /// Workloads to measure, by name.
-    pub workloads: Option<Vec<String>>,
-    /// Environment variable holding the API key of every discovered target.
-    pub api_key_env: Option<String>,
-    /// File holding that key.
-    pub api_key_file: Option<String>,
-    /// Idle gate on the server's own metrics, at `metrics_path` of the same host.
-    pub idle_gate: Option<TemplateIdleGateFile>,
-    /// See [`DefaultsFile::warmup_requests`].
-    pub warmup_requests: Option<u32>,
-    /// See [`DefaultsFile::levels`].
-    pub levels: Option<Vec<u32>>,
-    /// See [`DefaultsFile::requests_per_level`].
-    pub requests_per_level: Option<RequestsPerLevel>,
-    /// See [`DefaultsFile::min_requests_per_level`].
-    pub min_requests_per_level: Option<u32>,
-    /// See [`DefaultsFile::request_timeout`].
-    #[serde(default, with = "humantime_serde")]
-    pub request_timeout: Option<Duration>,
-    /// See [`DefaultsFile::slo`].
-    pub slo: Option<SloFile>,
-    /// See [`DefaultsFile::headroom`].
-    pub headroom: Option<f64>,
-    /// See [`DefaultsFile::max_concurrency`].
-    pub max_concurrency: Option<u32>,
-    /// See [`DefaultsFile::max_tokens_field`].
-    pub max_tokens_field: Option<MaxTokensField>,
-}
-
-/// `target_template.idle_gate:`: the server's metrics on the discovered host.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TemplateIdleGateFile {
-    /// Path of the server's Prometheus metrics (default `/metrics`).
-    pub metrics_path: Option<String>,
-    /// Metric measuring busyness, e.g. `vllm:num_requests_running`.
-    pub metric: String,
-    /// Sweep only while the value is at most this (default 0).
-    #[serde(default)]
-    pub max_value: f64,
-    /// Wait between two looks (default 30s).
-    #[serde(default, with = "humantime_serde")]
-    pub retry_every: Option<Duration>,
-}
 
 // ---------------------------------------------------------------------------
 // Resolved configuration.
@@ -187,7 +102,9 @@ pub fn resolve(
             }
         }
     }
-    let refresh_interval = fs.refresh_interval.unwrap_or(Duration::from_secs(30));
+    let refresh_interval = fs
+        .refresh_interval
+        .unwrap_or(defaults::FILE_SD_REFRESH_INTERVAL);
     if refresh_interval < Duration::from_millis(100) {
         bad("file_sd.refresh_interval", "must be at least 100ms".into());
         ok = false;
@@ -267,14 +184,6 @@ fn pattern(written: &str, base_dir: &Path) -> Result<Pattern, String> {
     })
 }
 
-/// A Prometheus label name (`__`-prefixed meta labels allowed: file_sd
-/// writers use them for values that are not meant to be labels).
-fn is_label_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
 fn check_template(t: &TemplateFile) -> Result<(), (&'static str, String)> {
     if let Some(s) = &t.scheme {
         if s != "http" && s != "https" {
@@ -301,7 +210,7 @@ fn check_template(t: &TemplateFile) -> Result<(), (&'static str, String)> {
         }
     }
     for l in t.labels.iter().flatten() {
-        if !is_label_name(l) || l.starts_with("__") || l == "target" || l == "model" {
+        if !is_usable_label(l) {
             return Err(("labels", format!("`{l}` is not a usable label name")));
         }
     }
@@ -528,8 +437,8 @@ pub fn target_file(
     labels: &BTreeMap<String, String>,
 ) -> Result<TargetFile, String> {
     check_address(address)?;
-    let scheme = t.scheme.as_deref().unwrap_or("http");
-    let prefix = t.path_prefix.as_deref().unwrap_or("/v1");
+    let scheme = t.scheme();
+    let prefix = t.path_prefix();
     let name = t
         .name_label
         .as_ref()
@@ -537,17 +446,13 @@ pub fn target_file(
         .filter(|n| !n.trim().is_empty())
         .cloned()
         .unwrap_or_else(|| address.to_string());
-    let model_label = t.model_label.as_deref().unwrap_or("model");
     let model = labels
-        .get(model_label)
+        .get(t.model_label())
         .filter(|m| !m.trim().is_empty())
         .or(t.model.as_ref())
         .cloned();
-    let copied: Vec<&str> = match &t.labels {
-        Some(ls) => ls.iter().map(String::as_str).collect(),
-        None => DEFAULT_COPIED_LABELS.to_vec(),
-    };
-    let target_labels = copied
+    let target_labels = t
+        .copied_labels()
         .into_iter()
         .filter_map(|l| labels.get(l).map(|v| (l.to_string(), v.clone())))
         .collect();
@@ -560,12 +465,14 @@ pub fn target_file(
             Some((l, v)) => Some(v.trim().parse::<u32>().map_err(|_| {
                 format!("label `{l}` (max_concurrency) is `{v}`, not a whole number")
             })?),
-            None => t.max_concurrency,
+            None => t.settings.max_concurrency,
         };
     let idle_gate = t.idle_gate.as_ref().map(|g| config::IdleGateFile {
         metrics_url: format!(
             "{scheme}://{address}{}",
-            g.metrics_path.as_deref().unwrap_or("/metrics")
+            g.metrics_path
+                .as_deref()
+                .unwrap_or(defaults::TEMPLATE_METRICS_PATH)
         ),
         metric: g.metric.clone(),
         max_value: g.max_value,
@@ -581,15 +488,10 @@ pub fn target_file(
         labels: target_labels,
         workloads: t.workloads.clone(),
         idle_gate,
-        warmup_requests: t.warmup_requests,
-        levels: t.levels.clone(),
-        requests_per_level: t.requests_per_level,
-        min_requests_per_level: t.min_requests_per_level,
-        request_timeout: t.request_timeout,
-        slo: t.slo.clone(),
-        headroom: t.headroom,
-        max_concurrency,
-        max_tokens_field: t.max_tokens_field,
+        settings: Settings {
+            max_concurrency,
+            ..t.settings.clone()
+        },
     })
 }
 
@@ -613,7 +515,7 @@ pub fn targets(
                 }
             };
             if tf.model.is_none() {
-                let label = config.template.model_label.as_deref().unwrap_or("model");
+                let label = config.template.model_label();
                 invalid.push(format!(
                     "{key}: no `{label}` label, and `target_template.model` is not set"
                 ));
@@ -1155,7 +1057,7 @@ mod tests {
         );
         assert_eq!(tf.model.as_deref(), Some("qwen"));
         assert_eq!(tf.labels.len(), 1, "only the listed labels are copied");
-        assert_eq!(tf.max_concurrency, Some(12));
+        assert_eq!(tf.settings.max_concurrency, Some(12));
 
         let plain = TemplateFile {
             model: Some("fallback".into()),

@@ -273,9 +273,9 @@ pub fn explain(config: &Config) -> String {
         let _ = writeln!(
             out,
             "  template: {}://HOST:PORT{}, model from label `{}`{}, named by {}",
-            t.scheme.as_deref().unwrap_or("http"),
-            t.path_prefix.as_deref().unwrap_or("/v1"),
-            t.model_label.as_deref().unwrap_or("model"),
+            t.scheme(),
+            t.path_prefix(),
+            t.model_label(),
             t.model
                 .as_ref()
                 .map(|m| format!(" (else {m})"))

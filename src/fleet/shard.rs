@@ -16,26 +16,11 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
-
-use crate::config::Env;
+pub use crate::config::ShardFile;
+use crate::config::{defaults, Env};
 
 /// Most shards accepted; beyond it a value is surely a typo.
 pub const MAX_COUNT: u32 = 10_000;
-
-/// `shard:` as written.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ShardFile {
-    /// This instance's shard, from 0 to `count - 1`.
-    pub index: Option<u32>,
-    /// Number of instances sharing the targets (default 1).
-    pub count: Option<u32>,
-    /// Take the index from the trailing `-N` of the host name (a
-    /// StatefulSet pod `llmprobe-2` is shard 2).
-    #[serde(default)]
-    pub index_from_hostname: bool,
-}
 
 /// Which share of the targets this instance measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,7 +148,7 @@ pub fn resolve(
     let Some(f) = file else {
         return Shard::default();
     };
-    let count = f.count.unwrap_or(1);
+    let count = f.count.unwrap_or(defaults::SHARD_COUNT);
     if count == 0 || count > MAX_COUNT {
         bad("shard.count", format!("must be between 1 and {MAX_COUNT}"));
         return Shard::default();
