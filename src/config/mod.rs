@@ -6,11 +6,13 @@
 //! - [`file`]: the file as written; [`values`]: values written and kept;
 //!   [`settings`]: the per-target settings, declared once; [`defaults`]:
 //!   every built-in default; [`labels`]: label names.
-//! - [`load`]: reading and decoding; [`resolve`] and [`target`]: validation.
+//! - [`load`]: reading and decoding; [`resolve`], [`target`], [`fleet`]:
+//!   validation; [`template`]: a discovered entry as a target written.
 //! - [`resolved`]: the resolved configuration.
 
 pub mod defaults;
 pub mod file;
+pub mod fleet;
 pub mod labels;
 pub mod load;
 pub mod prompts;
@@ -19,6 +21,7 @@ pub mod resolved;
 pub mod secret;
 pub mod settings;
 pub mod target;
+pub mod template;
 pub mod values;
 
 #[cfg(test)]
@@ -31,7 +34,8 @@ pub use load::{decode, load, ConfigError, Env, ProcessEnv};
 pub use resolve::resolve;
 pub use resolved::*;
 pub use settings::Settings;
-pub(crate) use target::resolve_target;
+pub use target::resolve_target;
+pub use template::target_file;
 pub use values::*;
 
 /// Where the config is read from when no `--config` is given.
@@ -48,3 +52,5 @@ pub const MAX_REQUESTS_PER_LEVEL: u64 = 1_000_000;
 pub const MAX_INTERVAL: Duration = Duration::from_secs(365 * 24 * 3600);
 /// Largest API key file read.
 pub const MAX_KEY_FILE_BYTES: u64 = 64 << 10;
+/// Most shards.
+pub const MAX_SHARDS: u32 = 10_000;

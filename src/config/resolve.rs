@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::defaults;
 use super::file::FileConfig;
+use super::fleet::resolve_fleet;
 use super::load::{ConfigError, Env};
 use super::prompts::{self, Prompt};
 use super::resolved::{Config, GatewayPair, Schedule, Target, Web, Workload};
@@ -206,7 +207,7 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
         }
     };
 
-    let fleet = crate::fleet::resolve(&file, base_dir, &workloads, env, &mut bad);
+    let fleet = resolve_fleet(&file, base_dir, &workloads, env, &mut bad);
 
     if problems.is_empty() {
         Ok(Config {

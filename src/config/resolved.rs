@@ -3,10 +3,12 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::defaults;
+use super::file::{DefaultsFile, TemplateFile};
 use super::prompts::Prompt;
 use super::secret::Secret;
 use super::values::{MaxTokensField, RequestsPerLevel};
@@ -27,7 +29,7 @@ pub struct Config {
     /// Exposure of the HTTP endpoints.
     pub web: Web,
     /// Discovery from files and sharding.
-    pub fleet: crate::fleet::FleetConfig,
+    pub fleet: FleetConfig,
 }
 
 /// Resolved `schedule:`.
@@ -138,4 +140,142 @@ pub struct Web {
     pub auth: crate::http::exposure::BasicAuth,
     /// TLS server configuration, when HTTPS is on.
     pub tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+}
+
+/// Resolved `file_sd:`, `target_template:` and `shard:`.
+#[derive(Debug, Clone, Default)]
+pub struct FleetConfig {
+    /// Discovery from files, when configured.
+    pub file_sd: Option<Arc<FileSdConfig>>,
+    /// This instance's shard.
+    pub shard: Shard,
+}
+
+/// Validated `file_sd:` and `target_template:`, with what a discovered target
+/// inherits (the config's defaults and workloads).
+#[derive(Debug, Clone)]
+pub struct FileSdConfig {
+    /// Files read.
+    pub patterns: Vec<Pattern>,
+    /// Between two checks for changes.
+    pub refresh_interval: Duration,
+    /// How an entry becomes a target.
+    pub template: TemplateFile,
+    /// `defaults:` of the config.
+    pub defaults: DefaultsFile,
+    /// Workloads of the config, resolved.
+    pub workloads: BTreeMap<String, Arc<Workload>>,
+}
+
+/// Which files a pattern matches: a literal directory and a file name that
+/// may hold `*` and `?` (as in Prometheus, wildcards only in the file name).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pattern {
+    /// As written, for messages.
+    pub shown: String,
+    /// Directory searched.
+    pub dir: PathBuf,
+    /// File name pattern.
+    pub name: String,
+}
+
+impl Pattern {
+    /// The pattern `written` in the config (relative to `base_dir`), checked.
+    pub fn new(written: &str, base_dir: &Path) -> Result<Pattern, String> {
+        let path = Path::new(written);
+        let full = if path.is_relative() {
+            base_dir.join(path)
+        } else {
+            path.to_path_buf()
+        };
+        let name = full
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| format!("`{written}` does not name a file"))?
+            .to_string();
+        let dir = full.parent().unwrap_or(Path::new(".")).to_path_buf();
+        if dir.to_string_lossy().contains(['*', '?', '[']) {
+            return Err(format!(
+                "`{written}`: wildcards are only allowed in the file name, not in directories"
+            ));
+        }
+        if name.contains('[') {
+            return Err(format!(
+                "`{written}`: only `*` and `?` are supported as wildcards"
+            ));
+        }
+        if Format::of(Path::new(&name)).is_none() {
+            return Err(format!(
+                "`{written}` must end in .json, .yml or .yaml (the format is taken from the extension)"
+            ));
+        }
+        Ok(Pattern {
+            shown: written.to_string(),
+            dir,
+            name,
+        })
+    }
+
+    /// Whether the file name holds a wildcard (else it names one file).
+    pub fn has_wildcard(&self) -> bool {
+        self.name.contains(['*', '?'])
+    }
+}
+
+/// Format of a discovery file, from its extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `.json`
+    Json,
+    /// `.yml`, `.yaml`
+    Yaml,
+}
+
+impl Format {
+    /// The format a file's extension says, if any.
+    pub fn of(path: &Path) -> Option<Format> {
+        match path.extension()?.to_str()? {
+            "json" => Some(Format::Json),
+            "yml" | "yaml" => Some(Format::Yaml),
+            _ => None,
+        }
+    }
+}
+
+/// Which share of the targets this instance measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// This instance's shard.
+    pub index: u32,
+    /// Number of shards.
+    pub count: u32,
+}
+
+impl Default for Shard {
+    fn default() -> Self {
+        Shard {
+            index: 0,
+            count: defaults::SHARD_COUNT,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_are_checked() {
+        let base = Path::new("/etc/llmprobe");
+        let p = Pattern::new("targets/*.json", base).unwrap();
+        assert_eq!(p.dir, Path::new("/etc/llmprobe/targets"));
+        assert_eq!(p.name, "*.json");
+        assert!(Pattern::new("/x/*/a.json", base)
+            .unwrap_err()
+            .contains("only allowed in the file name"));
+        assert!(Pattern::new("/x/a.txt", base)
+            .unwrap_err()
+            .contains(".json, .yml or .yaml"));
+        assert!(Pattern::new("/x/[ab].json", base).is_err());
+    }
 }

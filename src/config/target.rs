@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::defaults;
 use super::file::{DefaultsFile, TargetFile};
+use super::labels::is_usable_label;
 use super::load::Env;
 use super::prompts;
 use super::resolved::{Endpoint, Slo, Target, Workload};
@@ -39,17 +40,10 @@ fn expand_credentials_dir(path: &str, env: &dyn Env) -> String {
     }
 }
 
-fn is_label_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !s.starts_with("__")
-}
-
 /// Resolves one target as written (its name already checked) against the
 /// defaults and workloads; problems are reported under `key`. Shared by
 /// static targets and those discovered from files (`file_sd`).
-pub(crate) fn resolve_target(
+pub fn resolve_target(
     t: &TargetFile,
     key: &str,
     d: &DefaultsFile,
@@ -268,7 +262,7 @@ pub(crate) fn resolve_target(
     let max_tokens_field = s.max_tokens_field.unwrap_or(defaults::MAX_TOKENS_FIELD);
 
     for label in t.labels.keys() {
-        if !is_label_name(label) || label == "target" || label == "model" {
+        if !is_usable_label(label) {
             bad(
                 &k("labels"),
                 format!("`{label}` is not a usable label name"),
