@@ -7,7 +7,7 @@ use clap::Parser;
 use tokio_util::sync::CancellationToken;
 
 use llmprobe::cli::{Cli, Command, Format, LogFormat};
-use llmprobe::{config, signals, terminal};
+use llmprobe::{signals, terminal};
 
 fn init_tracing(format: LogFormat, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -52,7 +52,7 @@ fn main() -> ExitCode {
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let path = llmprobe::config_path(cli.config);
     match cli.command.unwrap_or(Command::Run) {
-        Command::CheckConfig => match config::load(&path) {
+        Command::CheckConfig => match llmprobe::load_config(&path) {
             Ok(c) => {
                 print!("{}", llmprobe::explain(&c));
                 Ok(ExitCode::SUCCESS)
@@ -63,7 +63,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         },
         Command::Sweep { targets, format } => {
-            let config = match config::load(&path) {
+            let config = match llmprobe::load_config(&path) {
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("{e}");
@@ -106,7 +106,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Run => {
-            let config = match config::load(&path) {
+            let config = match llmprobe::load_config(&path) {
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("{e}");

@@ -134,7 +134,7 @@ file_struct_with_settings! {
         /// OpenAI-compatible base URL, ending in `/v1` usually.
         pub base_url: Option<String>,
         /// Run the built-in simulated engine in-process and measure it.
-        pub simulator: Option<crate::sim::SimConfig>,
+        pub simulator: Option<super::simulator::SimConfig>,
         /// Model id sent in requests.
         pub model: Option<String>,
         /// Environment variable holding the API key.

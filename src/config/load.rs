@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::Path;
 
 use super::file::FileConfig;
-use super::resolve::resolve;
+use super::resolve::resolve_with;
 use super::resolved::Config;
 
 /// Every problem found in a configuration, each naming file and key.
@@ -38,11 +38,32 @@ impl Env for ProcessEnv {
     }
 }
 
+/// Checks of files whose format belongs to a layer above config (which
+/// imports none of them), run during resolution so that their problems
+/// take their place among the others.
+#[derive(Clone, Copy)]
+pub struct Checks {
+    /// Whether a TLS certificate chain and key make a usable pair; the error
+    /// is reported under `web.tls_cert_file`.
+    pub tls: fn(cert: &Path, key: &Path) -> Result<(), String>,
+}
+
+impl Checks {
+    /// No outside check: the TLS files are read only when served.
+    pub const NONE: Checks = Checks { tls: |_, _| Ok(()) };
+}
+
 /// Reads, decodes and validates the configuration at `path`, with
-/// `LLMPROBE__` overrides from the process environment.
+/// `LLMPROBE__` overrides from the process environment (the TLS files are
+/// not read: see [`load_with`]).
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    load_with(path, &Checks::NONE)
+}
+
+/// [`load`], running `checks` too.
+pub fn load_with(path: &Path, checks: &Checks) -> Result<Config, ConfigError> {
     let file = decode(path, true)?;
-    resolve(path, file, &ProcessEnv)
+    resolve_with(path, file, &ProcessEnv, checks)
 }
 
 /// Decodes the file (and, when `with_env`, `LLMPROBE__*` variables) strictly.

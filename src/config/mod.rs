@@ -20,6 +20,7 @@ pub mod resolve;
 pub mod resolved;
 pub mod secret;
 pub mod settings;
+pub mod simulator;
 pub mod target;
 pub mod template;
 pub mod values;
@@ -30,8 +31,8 @@ mod tests;
 use std::time::Duration;
 
 pub use file::*;
-pub use load::{decode, load, ConfigError, Env, ProcessEnv};
-pub use resolve::resolve;
+pub use load::{decode, load, load_with, Checks, ConfigError, Env, ProcessEnv};
+pub use resolve::{check_password_hashes, resolve, resolve_with};
 pub use resolved::*;
 pub use settings::Settings;
 pub use target::resolve_target;

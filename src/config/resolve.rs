@@ -8,16 +8,28 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::defaults;
-use super::file::FileConfig;
+use super::file::{FileConfig, WebFile};
 use super::fleet::resolve_fleet;
-use super::load::{ConfigError, Env};
+use super::load::{Checks, ConfigError, Env};
 use super::prompts::{self, Prompt};
-use super::resolved::{Config, GatewayPair, Schedule, Target, Web, Workload};
+use super::resolved::{Config, GatewayPair, Schedule, Target, TlsFiles, Web, Workload};
+use super::secret::Secret;
 use super::target::resolve_target;
 use super::MAX_INTERVAL;
 
-/// Validates a decoded file and applies defaults, collecting every problem.
+/// Validates a decoded file and applies defaults, collecting every problem
+/// (the TLS files are not read: see [`resolve_with`]).
 pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, ConfigError> {
+    resolve_with(path, file, env, &Checks::NONE)
+}
+
+/// [`resolve`], running `checks` too.
+pub fn resolve_with(
+    path: &Path,
+    file: FileConfig,
+    env: &dyn Env,
+    checks: &Checks,
+) -> Result<Config, ConfigError> {
     let shown = path.display().to_string();
     let base_dir = path.parent().unwrap_or(Path::new("."));
     let mut problems = Vec::new();
@@ -177,35 +189,7 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
 
     let gateway_pairs = resolve_gateway_pairs(&file, &targets, &workloads, &mut bad);
 
-    let auth = crate::http::exposure::BasicAuth::new(file.web.basic_auth_users.clone())
-        .unwrap_or_else(|e| {
-            bad("web.basic_auth_users", e);
-            Default::default()
-        });
-    let rel = |p: &PathBuf| {
-        if p.is_relative() {
-            base_dir.join(p)
-        } else {
-            p.clone()
-        }
-    };
-    let tls = match (&file.web.tls_cert_file, &file.web.tls_key_file) {
-        (None, None) => None,
-        (Some(cert), Some(key)) => match crate::http::exposure::load_tls(&rel(cert), &rel(key)) {
-            Ok(t) => Some(t),
-            Err(e) => {
-                bad("web.tls_cert_file", e);
-                None
-            }
-        },
-        _ => {
-            bad(
-                "web",
-                "set both `tls_cert_file` and `tls_key_file`, or neither".into(),
-            );
-            None
-        }
-    };
+    let web = resolve_web(&file.web, base_dir, checks, &mut bad);
 
     let fleet = resolve_fleet(&file, base_dir, &workloads, env, &mut bad);
 
@@ -216,16 +200,81 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
             schedule,
             targets,
             gateway_pairs,
-            web: Web {
-                enable_reload: file.web.enable_reload,
-                auth,
-                tls,
-            },
+            web,
             fleet,
         })
     } else {
         Err(ConfigError { problems })
     }
+}
+
+/// Resolves `web:`: the users' hashes checked, the TLS files located
+/// (relative to the config) and checked by `checks`.
+fn resolve_web(
+    file: &WebFile,
+    base_dir: &Path,
+    checks: &Checks,
+    bad: &mut dyn FnMut(&str, String),
+) -> Web {
+    let basic_auth_users = match check_password_hashes(&file.basic_auth_users) {
+        Ok(()) => file
+            .basic_auth_users
+            .iter()
+            .map(|(user, hash)| (user.clone(), Secret::new(hash.clone())))
+            .collect(),
+        Err(e) => {
+            bad("web.basic_auth_users", e);
+            BTreeMap::new()
+        }
+    };
+    let rel = |p: &PathBuf| {
+        if p.is_relative() {
+            base_dir.join(p)
+        } else {
+            p.clone()
+        }
+    };
+    let tls = match (&file.tls_cert_file, &file.tls_key_file) {
+        (None, None) => None,
+        (Some(cert), Some(key)) => {
+            let files = TlsFiles {
+                cert_file: rel(cert),
+                key_file: rel(key),
+            };
+            match (checks.tls)(&files.cert_file, &files.key_file) {
+                Ok(()) => Some(files),
+                Err(e) => {
+                    bad("web.tls_cert_file", e);
+                    None
+                }
+            }
+        }
+        _ => {
+            bad(
+                "web",
+                "set both `tls_cert_file` and `tls_key_file`, or neither".into(),
+            );
+            None
+        }
+    };
+    Web {
+        enable_reload: file.enable_reload,
+        basic_auth_users,
+        tls,
+    }
+}
+
+/// Checks that every password is a bcrypt hash (a plain password would
+/// never match, and would sit in the file in clear).
+pub fn check_password_hashes(users: &BTreeMap<String, String>) -> Result<(), String> {
+    for (user, hash) in users {
+        if !hash.starts_with("$2") || hash.len() != 60 {
+            return Err(format!(
+                "password of `{user}` must be a bcrypt hash (`$2y$...`, 60 characters)"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Validates `gateway_pairs` against the targets and workloads already

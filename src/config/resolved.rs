@@ -62,7 +62,7 @@ pub enum Endpoint {
     /// A server at this base URL.
     Url(String),
     /// The built-in simulated engine, started in-process on a loopback port.
-    Simulator(crate::sim::SimParams),
+    Simulator(super::simulator::SimParams),
 }
 
 /// A fully resolved target. Equality covers every setting, the key
@@ -98,7 +98,20 @@ pub struct Target {
     /// Request field for the output limit.
     pub max_tokens_field: MaxTokensField,
     /// Postpone sweeps while the server is busy.
-    pub idle_gate: Option<crate::schedule::idle_gate::IdleGate>,
+    pub idle_gate: Option<IdleGate>,
+}
+
+/// A resolved idle gate of a target: sweeps wait while the server is busy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdleGate {
+    /// URL of the server's Prometheus metrics.
+    pub metrics_url: String,
+    /// Metric whose value (summed over its series) measures busyness.
+    pub metric: String,
+    /// The sweep runs only while the value is at most this.
+    pub max_value: f64,
+    /// How long to wait before looking again.
+    pub retry_every: Duration,
 }
 
 /// A fully resolved workload.
@@ -131,15 +144,25 @@ pub struct GatewayPair {
     pub workload: Arc<Workload>,
 }
 
-/// Resolved `web:` section.
-#[derive(Debug, Clone)]
+/// Resolved `web:` section: plain data; the HTTP layer builds the TLS
+/// server and the auth check from it.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Web {
     /// Whether `POST /-/reload` is served.
     pub enable_reload: bool,
-    /// Basic auth (disabled when no user is configured).
-    pub auth: crate::http::exposure::BasicAuth,
-    /// TLS server configuration, when HTTPS is on.
-    pub tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    /// Users allowed in, with their bcrypt hashes (empty: no auth).
+    pub basic_auth_users: BTreeMap<String, Secret>,
+    /// Certificate and key, when HTTPS is on.
+    pub tls: Option<TlsFiles>,
+}
+
+/// The TLS certificate chain and private key, as PEM files.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TlsFiles {
+    /// Certificate chain.
+    pub cert_file: PathBuf,
+    /// Private key.
+    pub key_file: PathBuf,
 }
 
 /// Resolved `file_sd:`, `target_template:` and `shard:`.

@@ -10,12 +10,12 @@ use super::file::{DefaultsFile, TargetFile};
 use super::labels::is_usable_label;
 use super::load::Env;
 use super::prompts;
-use super::resolved::{Endpoint, Slo, Target, Workload};
+use super::resolved::{Endpoint, IdleGate, Slo, Target, Workload};
 use super::secret::Secret;
 use super::{MAX_KEY_FILE_BYTES, MAX_LEVEL, MAX_REQUESTS_PER_LEVEL};
 
 fn check_base_url(url: &str) -> Result<String, String> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("not a URL: {e}"))?;
+    let parsed = url::Url::parse(url).map_err(|e| format!("not a URL: {e}"))?;
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err("must start with http:// or https://".into());
     }
@@ -277,7 +277,7 @@ pub fn resolve_target(
                 bad(&k("idle_gate.metric"), "must not be empty".into())
             }
             Ok(url) => {
-                return Some(crate::schedule::idle_gate::IdleGate {
+                return Some(IdleGate {
                     metrics_url: url,
                     metric: g.metric.trim().to_string(),
                     max_value: g.max_value,

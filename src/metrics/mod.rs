@@ -26,6 +26,7 @@ use prometheus::{
     Gauge, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
 };
 
+use crate::config;
 use crate::stats::report::{Percentiles, SweepReport};
 use crate::stats::sample::{Outcome, Sample};
 
@@ -42,17 +43,9 @@ const LATENCY_BUCKETS: [f64; 15] = [
 const REQUEST_LABELS: [&str; 3] = ["target", "model", "workload"];
 
 /// `llmprobe_target_info` labels that every target has (empty when unknown),
-/// besides `target`; extra labels from configuration follow them.
-pub const TARGET_INFO_LABELS: [&str; 8] = [
-    "model",
-    "server",
-    "server_version",
-    "gpu",
-    "driver",
-    "gpu_memory",
-    "os",
-    "via_gateway",
-];
+/// besides `target`; extra labels from configuration follow them. One list,
+/// in [`crate::config::labels`].
+pub const TARGET_INFO_LABELS: &[&str] = config::labels::TARGET_INFO_LABELS.split_at(1).1;
 
 /// Name, help and label names of one family built at scrape time.
 struct Spec {
@@ -149,17 +142,7 @@ const SWEEP_LAST_COMPLETION: Spec = Spec {
 const TARGET_INFO: Spec = Spec {
     name: "llmprobe_target_info",
     help: "Setup of a target: server, version, GPU, driver, memory, OS, gateway, and configured labels; always 1.",
-    labels: &[
-        "target",
-        "model",
-        "server",
-        "server_version",
-        "gpu",
-        "driver",
-        "gpu_memory",
-        "os",
-        "via_gateway",
-    ],
+    labels: config::labels::TARGET_INFO_LABELS,
 };
 const GATEWAY_OVERHEAD: Spec = Spec {
     name: "llmprobe_gateway_overhead_seconds",
