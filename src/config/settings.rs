@@ -60,7 +60,8 @@ macro_rules! define_settings {
         }
 
         impl Settings {
-            /// The merge: `self`'s values where set, else `base`'s.
+            /// The merge: `self`'s values where set, else `base`'s (a table
+            /// key by key: see [`Merge`]).
             pub fn or(&self, base: &Settings) -> Settings {
                 Settings {
                     $( $field: Merge::merge(self.$field.as_ref(), base.$field.as_ref()), )*

@@ -14,32 +14,6 @@ use super::resolved::{Endpoint, IdleGate, Slo, Target, Workload};
 use super::secret::Secret;
 use super::{MAX_KEY_FILE_BYTES, MAX_LEVEL, MAX_REQUESTS_PER_LEVEL};
 
-fn check_base_url(url: &str) -> Result<String, String> {
-    let parsed = url::Url::parse(url).map_err(|e| format!("not a URL: {e}"))?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err("must start with http:// or https://".into());
-    }
-    if !parsed.username().is_empty() || parsed.password().is_some() {
-        // Credentials in the URL would end up in logs and labels.
-        return Err("must not hold credentials: use api_key_env or api_key_file".into());
-    }
-    if parsed.query().is_some() {
-        return Err("must not have a query string".into());
-    }
-    Ok(url.trim_end_matches('/').to_string())
-}
-
-/// Expands a leading `${CREDENTIALS_DIRECTORY}` (systemd's `LoadCredential=`).
-fn expand_credentials_dir(path: &str, env: &dyn Env) -> String {
-    match path.strip_prefix("${CREDENTIALS_DIRECTORY}") {
-        Some(rest) => format!(
-            "{}{rest}",
-            env.var("CREDENTIALS_DIRECTORY").unwrap_or_default()
-        ),
-        None => path.to_string(),
-    }
-}
-
 /// Resolves one target as written (its name already checked) against the
 /// defaults and workloads; problems are reported under `key`. Shared by
 /// static targets and those discovered from files (`file_sd`).
@@ -308,4 +282,32 @@ pub fn resolve_target(
         max_tokens_field,
         idle_gate,
     })
+}
+
+/// A base URL checked (http or https, no credentials, no query), without
+/// its trailing slash.
+fn check_base_url(url: &str) -> Result<String, String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("not a URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err("must start with http:// or https://".into());
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        // Credentials in the URL would end up in logs and labels.
+        return Err("must not hold credentials: use api_key_env or api_key_file".into());
+    }
+    if parsed.query().is_some() {
+        return Err("must not have a query string".into());
+    }
+    Ok(url.trim_end_matches('/').to_string())
+}
+
+/// Expands a leading `${CREDENTIALS_DIRECTORY}` (systemd's `LoadCredential=`).
+fn expand_credentials_dir(path: &str, env: &dyn Env) -> String {
+    match path.strip_prefix("${CREDENTIALS_DIRECTORY}") {
+        Some(rest) => format!(
+            "{}{rest}",
+            env.var("CREDENTIALS_DIRECTORY").unwrap_or_default()
+        ),
+        None => path.to_string(),
+    }
 }
