@@ -1,5 +1,5 @@
 //! The per-target settings: the keys that `defaults:`, each target and
-//! `target_template:` may all set, declared once in [`per_target_settings!`].
+//! `target_template:` may all set, declared once in `per_target_settings!`.
 //! A target's value wins over `defaults:`, which wins over the built-in value
 //! (in [`super::defaults`]); a table (`slo`) is merged key by key.
 //!
