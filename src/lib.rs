@@ -1,8 +1,9 @@
 //! llmprobe: keeps measuring the serving capacity of OpenAI-compatible LLM
 //! servers and exposes what it measured to Prometheus.
 //!
-//! Data flows one way: config -> scheduler -> sweep -> probe (client, sse,
-//! chunk) -> samples -> stats / knee -> report -> metrics.
+//! Data flows one way: config -> fleet -> schedule -> sweep -> probe ->
+//! stream; stats turn samples into reports, which metrics, http and the
+//! terminal show.
 
 // Layers, in the order data flows (ARCHITECTURE.md draws the arrows).
 pub mod config;
@@ -10,6 +11,7 @@ pub mod fleet;
 pub mod http;
 pub mod metrics;
 pub mod probe;
+pub mod report_html;
 pub mod schedule;
 pub mod sim;
 pub mod stats;
@@ -30,9 +32,9 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, Target, Workload};
+use crate::config::Config;
 use crate::schedule::{Scheduler, Statuses};
-use crate::stats::report::SweepReport;
+use crate::stats::report::{PairReport, SweepReport};
 use crate::sweep::{NoObserver, Observer, SweepEnv};
 
 /// How long shutdown waits for requests in flight to be cancelled.
@@ -83,6 +85,7 @@ pub async fn run(
     let statuses: Statuses = Default::default();
     let ready = Arc::new(AtomicBool::new(false));
     let (control_tx, mut control_rx) = mpsc::channel::<http::router::Control>(8);
+    let dead_loops = http::router::DeadLoops::default();
 
     let status_view = statuses.clone();
     let state = http::router::AppState {
@@ -90,17 +93,13 @@ pub async fn run(
         ready: ready.clone(),
         control: control_tx,
         allow_reload: config.web.enable_reload,
+        dead_loops: dead_loops.clone(),
         targets: Arc::new(move || {
             status_view
                 .read()
                 .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .map(|(name, s)| http::router::TargetStatus {
-                    name: name.clone(),
-                    model: s.model.clone(),
-                    last_success_unix: s.last_success_unix,
-                    last_error: s.last_error.clone(),
-                })
+                .values()
+                .cloned()
                 .collect()
         }),
     };
@@ -124,7 +123,8 @@ pub async fn run(
         }
     });
 
-    let mut scheduler = Scheduler::new(metrics.clone(), client, statuses);
+    let mut scheduler = Scheduler::new(metrics.clone(), client, statuses)
+        .with_config_info(metrics::ConfigInfo::new(&registry)?);
     let mut fleet = fleet::Fleet::new(Some(metrics::FleetMetrics::new(&registry)?));
     fleet.configure(&config);
     scheduler.apply(&fleet.view(&config));
@@ -152,11 +152,13 @@ pub async fn run(
             _ = watchdog.tick() => {
                 // A target loop that died would otherwise stop measuring in
                 // silence: withholding the ping lets systemd restart us.
-                let dead = scheduler.dead_targets();
+                let dead: Vec<String> = scheduler.dead_loops().iter().map(ToString::to_string).collect();
+                // /healthz reports the same, for Kubernetes' liveness probe.
+                dead.clone_into(&mut dead_loops.write().unwrap_or_else(|e| e.into_inner()));
                 if dead.is_empty() {
                     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Watchdog]);
                 } else {
-                    tracing::error!(targets = %dead.join(","), "measurement loops stopped unexpectedly; withholding the watchdog ping");
+                    tracing::error!(loops = %dead.join(", "), "measurement loops stopped unexpectedly; withholding the watchdog ping");
                 }
             }
         }
@@ -168,13 +170,14 @@ pub async fn run(
     Ok(())
 }
 
-/// Half the systemd watchdog period when one is set, else a minute.
+/// Half the systemd watchdog period when one is set, else 15 seconds (the
+/// tick also refreshes what `/healthz` reports; checking is cheap).
 fn watchdog_period() -> Duration {
     let mut usec = 0;
     if sd_notify::watchdog_enabled(false, &mut usec) && usec > 0 {
         Duration::from_micros(usec / 2)
     } else {
-        Duration::from_secs(60)
+        Duration::from_secs(15)
     }
 }
 
@@ -208,18 +211,6 @@ fn reload_config(
     result
 }
 
-/// Shows the level being measured on stderr, overwriting one line.
-struct ProgressLine;
-
-impl Observer for ProgressLine {
-    fn level_started(&self, target: &Target, workload: &Workload, concurrency: u32, requests: u64) {
-        eprint!(
-            "\r\x1b[2K{} / {}: concurrency {concurrency}, {requests} requests...",
-            target.name, workload.name
-        );
-    }
-}
-
 /// One sweep of each selected target now, one target after the other.
 /// `progress` shows the current level on stderr.
 pub async fn sweep_once(
@@ -236,7 +227,7 @@ pub async fn sweep_once(
         }
     }
     let observer: Arc<dyn Observer> = if progress {
-        Arc::new(ProgressLine)
+        Arc::new(terminal::Progress)
     } else {
         Arc::new(NoObserver)
     };
@@ -265,7 +256,56 @@ pub async fn sweep_once(
         );
     }
     if progress {
-        eprint!("\r\x1b[2K");
+        terminal::Progress.done();
+    }
+    Ok(reports)
+}
+
+/// Measures the gateway pairs of `config` once, one after the other, for
+/// `llmprobe sweep`. With `only` non-empty, only pairs whose two targets are
+/// both in it. `progress` shows the pair being measured on stderr.
+pub async fn measure_pairs_once(
+    config: &Config,
+    only: &[String],
+    progress: bool,
+) -> anyhow::Result<Vec<PairReport>> {
+    let env = SweepEnv {
+        client: probe::client::Client::new(CONNECT_TIMEOUT).map_err(anyhow::Error::msg)?,
+        in_flight: Arc::new(Semaphore::new(config.schedule.max_in_flight_total as usize)),
+        cancel: CancellationToken::new(),
+        observer: Arc::new(NoObserver),
+    };
+    let mut reports = Vec::new();
+    for pair in &config.gateway_pairs {
+        let selected = |name: &String| only.is_empty() || only.contains(name);
+        if !selected(&pair.direct) || !selected(&pair.through) {
+            continue;
+        }
+        let Some((direct, through)) = sweep::interleaved::pair_targets(config, pair) else {
+            continue;
+        };
+        if progress {
+            terminal::Progress.pair_started(pair);
+        }
+        let d = schedule::endpoint::reach(direct)
+            .await
+            .map_err(anyhow::Error::msg)?;
+        let t = schedule::endpoint::reach(through)
+            .await
+            .map_err(anyhow::Error::msg)?;
+        reports.push(
+            sweep::interleaved::measure(
+                &env,
+                pair,
+                (direct, &d.base_url),
+                (through, &t.base_url),
+                config.schedule.sweep_timeout,
+            )
+            .await,
+        );
+    }
+    if progress {
+        terminal::Progress.done();
     }
     Ok(reports)
 }

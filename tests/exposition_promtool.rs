@@ -2,13 +2,15 @@
 //! `promtool check metrics` (Debian's `prometheus` package) without a single
 //! complaint. promtool missing is a failure, not a skip: CI installs it.
 
+mod support;
+
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use llmprobe::metrics::Metrics;
-use llmprobe::stats::report::{Capacity, LevelSummary, Percentiles, SweepReport, WorkloadReport};
+use llmprobe::stats::report::{
+    Capacity, LevelSummary, PairReport, Percentiles, SideSummary, SweepReport, WorkloadReport,
+};
 use llmprobe::stats::sample::{Outcome, Sample, TokenSource};
 
 fn pct(count: usize, base: f64) -> Percentiles {
@@ -89,6 +91,31 @@ fn report(target: &str, model: &str, success: bool) -> SweepReport {
     }
 }
 
+/// A gateway pair's measurement with these overheads.
+fn pair_report(pair: &str, latency: Percentiles, ttft: Percentiles) -> PairReport {
+    let side = |target: &str| SideSummary {
+        target: target.to_string(),
+        requests: 40,
+        outcomes: BTreeMap::from([(Outcome::Ok.as_str(), 40)]),
+        latency_seconds: pct(40, 0.001),
+        ttft_seconds: pct(40, 0.0005),
+        first_error: None,
+    };
+    PairReport {
+        pair: pair.to_string(),
+        workload: "short-chat".to_string(),
+        concurrency: 1,
+        success: true,
+        error: None,
+        direct: side("stub-direct"),
+        through: side("stub-gateway"),
+        latency_overhead_seconds: latency,
+        ttft_overhead_seconds: ttft,
+        duration_seconds: 2.0,
+        finished_at_unix_seconds: 1_717_000_000.0,
+    }
+}
+
 fn ok_sample(ms: u64) -> Sample {
     Sample {
         outcome: Outcome::Ok,
@@ -142,8 +169,7 @@ fn realistic_exposition() -> String {
     }
     // The second target's latest sweep failed: old results stay, success 0.
     metrics.publish_sweep(&report("gateway \"eu\"", "llama3.1:8b", false));
-    metrics.publish_gateway_overhead("gateway", "latency", &pct(40, 0.0021));
-    metrics.publish_gateway_overhead("gateway", "ttft", &pct(40, 0.0012));
+    metrics.publish_pair(&pair_report("gateway", pct(40, 0.0021), pct(40, 0.0012)));
     metrics.config_reloaded(true);
     let _in_flight = metrics.request_in_flight();
     metrics.encode()
@@ -167,32 +193,5 @@ fn promtool_check_metrics_finds_nothing_to_complain_about() {
         assert!(text.contains(family), "{family} missing from:\n{text}");
     }
 
-    let promtool = std::env::var("PROMTOOL").unwrap_or_else(|_| "promtool".to_string());
-    let mut child = match Command::new(&promtool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Ok(child) => child,
-        Err(e) => panic!(
-            "cannot run `{promtool}` ({e}): this test needs promtool; install Debian's \
-             `prometheus` package (apt-get install -y prometheus) or set PROMTOOL to its path"
-        ),
-    };
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(text.as_bytes())
-        .expect("write to promtool");
-    let out = child.wait_with_output().expect("promtool output");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && stdout.trim().is_empty() && stderr.trim().is_empty(),
-        "promtool check metrics: {}\nstdout:\n{stdout}\nstderr:\n{stderr}\nexposition:\n{text}",
-        out.status
-    );
+    support::promtool::assert_metrics_clean(&text);
 }

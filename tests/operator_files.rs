@@ -4,7 +4,11 @@
 //! - `prometheus/alerts.yml`, `prometheus/alerts_test.yml`,
 //!   `prometheus/scrape.yml`: `promtool check rules`, `promtool test rules`,
 //!   `promtool check config` (Debian package `prometheus`; the tests fail when
-//!   promtool is missing, set `PROMTOOL` to use another binary);
+//!   promtool is missing, set `PROMTOOL` to use another binary); every alert's
+//!   `runbook_url` has its section in `docs/runbook.md`;
+//! - `prometheus/alertmanager.example.yml`: `amtool check-config`, and a real
+//!   Alertmanager (Debian package `prometheus-alertmanager`; set `AMTOOL`,
+//!   `ALERTMANAGER` for other binaries) inhibiting exactly what the file says;
 //! - `systemd/llmprobe.service`: `systemd-analyze verify` and
 //!   `systemd-analyze security --offline=true` (Debian package `systemd`;
 //!   these two are skipped, with a printed reason, only where
@@ -13,75 +17,62 @@
 //!   (datasource variable, template variables, only known metric names).
 //!   The type check against Grafana's schema is `grafana/schema-check/run.sh`.
 
+mod support;
+
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use support::alertmanager::{self, Alertmanager};
+use support::grafana::panels;
+use support::paths::{read, repo, ScratchDir};
+use support::process::assert_success;
+use support::promql::llmprobe_metrics;
+use support::promtool;
+use support::wait;
 
-fn read(rel: &str) -> String {
-    let path = repo().join(rel);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
-}
-
-fn promtool() -> String {
-    std::env::var("PROMTOOL").unwrap_or_else(|_| "promtool".to_string())
-}
-
-/// Runs a tool; a tool that cannot be started is a test failure with a hint.
-fn run_required<I, S>(tool: &str, args: I, install_hint: &str) -> Output
+/// Runs systemd-analyze in the repository root.
+fn systemd_analyze_run<I, S>(tool: &str, args: I) -> Output
 where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
-    match Command::new(tool).args(args).current_dir(repo()).output() {
-        Ok(out) => out,
-        Err(e) => panic!("cannot run `{tool}` ({e}): {install_hint}"),
-    }
+    Command::new(tool)
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run `{tool}` ({e})"))
 }
-
-fn assert_success(what: &str, out: &Output) {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{what} failed with {}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
-        out.status
-    );
-}
-
-const PROMTOOL_HINT: &str =
-    "promtool is required: install Debian's `prometheus` package (apt-get install -y prometheus) \
-     or set PROMTOOL to a promtool binary";
 
 // ---------------------------------------------------------------------------
 // Prometheus
 
 #[test]
 fn promtool_check_rules() {
-    let out = run_required(
-        &promtool(),
-        [
-            "check",
-            "rules",
-            "prometheus/alerts.yml",
-            "prometheus/gateway_max_in_flight.example.yml",
-        ],
-        PROMTOOL_HINT,
-    );
+    let out = promtool::run([
+        "check",
+        "rules",
+        "prometheus/alerts.yml",
+        "prometheus/gateway_max_in_flight.example.yml",
+    ]);
     assert_success("promtool check rules", &out);
+    // The rules read the limits llmprobe exports, not numbers copied in.
+    let rules = read("prometheus/alerts.yml");
+    for metric in [
+        "llmprobe_target_slo_p95_latency_seconds",
+        "llmprobe_target_slo_max_shed_ratio",
+        "llmprobe_target_slo_max_error_ratio",
+        "llmprobe_schedule_interval_seconds",
+    ] {
+        assert!(rules.contains(metric), "alerts.yml does not use {metric}");
+    }
 }
 
 #[test]
 fn promtool_test_rules() {
-    let out = run_required(
-        &promtool(),
-        ["test", "rules", "prometheus/alerts_test.yml"],
-        PROMTOOL_HINT,
-    );
+    let out = promtool::run(["test", "rules", "prometheus/alerts_test.yml"]);
     assert_success("promtool test rules prometheus/alerts_test.yml", &out);
 }
 
@@ -90,7 +81,7 @@ fn promtool_check_config() {
     // scrape.yml is a complete configuration (global, rule_files with
     // alerts.yml next to it, the scrape job); check it as Prometheus would
     // load it, from a copy laid out like /etc/prometheus.
-    let dir = TempDir::new("promconfig");
+    let dir = ScratchDir::new("operator-promconfig");
     std::fs::copy(
         repo().join("prometheus/scrape.yml"),
         dir.path().join("prometheus.yml"),
@@ -102,15 +93,11 @@ fn promtool_check_config() {
     )
     .unwrap();
     let config = dir.path().join("prometheus.yml");
-    let out = run_required(
-        &promtool(),
-        [
-            OsStr::new("check"),
-            OsStr::new("config"),
-            config.as_os_str(),
-        ],
-        PROMTOOL_HINT,
-    );
+    let out = promtool::run([
+        OsStr::new("check"),
+        OsStr::new("config"),
+        config.as_os_str(),
+    ]);
     assert_success("promtool check config (scrape.yml)", &out);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -200,6 +187,259 @@ fn every_alert_has_for_severity_summary_description() {
     }
 }
 
+/// Where every `runbook_url` points; the anchor is the alert name in lower case
+/// (GitHub's anchor of a `## AlertName` heading).
+const RUNBOOK_BASE: &str = "https://github.com/llmprobe/llmprobe/blob/main/docs/runbook.md";
+
+#[test]
+fn every_alert_has_a_runbook_section() {
+    let text = read("prometheus/alerts.yml");
+    let runbook = read("docs/runbook.md");
+    let sections: Vec<&str> = runbook
+        .lines()
+        .filter_map(|l| l.strip_prefix("## "))
+        .map(str::trim)
+        .collect();
+    let alerts = alert_names();
+    for block in text.split("- alert:").skip(1) {
+        let name = block.lines().next().unwrap_or("").trim();
+        let url = block
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("runbook_url:"))
+            .unwrap_or_else(|| panic!("alert {name} has no runbook_url"))
+            .trim();
+        assert_eq!(
+            url,
+            format!("{RUNBOOK_BASE}#{}", name.to_lowercase()),
+            "alert {name}"
+        );
+        assert!(
+            sections.contains(&name),
+            "docs/runbook.md has no `## {name}` section"
+        );
+    }
+    for s in &sections {
+        assert!(
+            alerts.iter().any(|a| a == s),
+            "docs/runbook.md has a section for {s}, which is not an alert"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Alertmanager
+
+#[test]
+fn alertmanager_example_passes_amtool() {
+    let out = alertmanager::amtool(["check-config", "prometheus/alertmanager.example.yml"]);
+    assert_success("amtool check-config", &out);
+    // Every alert name the inhibit rules match on exists.
+    let alerts = alert_names();
+    let text = read("prometheus/alertmanager.example.yml");
+    let mut named = 0;
+    for line in text.lines().filter(|l| l.contains("alertname=")) {
+        let value = line
+            .split_once('"')
+            .and_then(|(_, rest)| rest.rsplit_once('"'))
+            .map(|(v, _)| v)
+            .unwrap_or_else(|| panic!("cannot read the alert names of `{line}`"));
+        for name in value.split('|') {
+            named += 1;
+            assert!(alerts.iter().any(|a| a == name), "no alert named {name}");
+        }
+    }
+    assert!(named >= 10, "only {named} alert names in the inhibit rules");
+}
+
+/// Sends alerts to a real Alertmanager running the example configuration and
+/// compares which ones it reports as inhibited.
+#[tokio::test]
+async fn alertmanager_example_inhibits_what_it_says() {
+    let dir = ScratchDir::new("alertmanager");
+    let am = Alertmanager::start(
+        dir.path(),
+        &repo().join("prometheus/alertmanager.example.yml"),
+    );
+    let base = &am.api;
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+
+    // (labels, inhibited?)
+    let job = ("job", "llmprobe");
+    let cases: &[(&[(&str, &str)], bool)] = &[
+        // 1. llmprobe-a is down: its per-target alerts are silenced...
+        (
+            &[
+                ("alertname", "LlmprobeDown"),
+                job,
+                ("instance", "llmprobe-a"),
+            ],
+            false,
+        ),
+        (
+            &[
+                ("alertname", "LlmprobeSweepStale"),
+                job,
+                ("instance", "llmprobe-a"),
+                ("target", "w1"),
+            ],
+            true,
+        ),
+        // ...not those of another instance,
+        (
+            &[
+                ("alertname", "LlmprobeSweepStale"),
+                job,
+                ("instance", "llmprobe-b"),
+                ("target", "w2"),
+            ],
+            false,
+        ),
+        // 2. and unmeasured targets wait while an instance is down.
+        (
+            &[("alertname", "LlmprobeTargetUnmeasured"), ("target", "w3")],
+            true,
+        ),
+        // 3. A knee at 0 covers the same target's latency warning...
+        (
+            &[
+                ("alertname", "LlmprobeKneeZero"),
+                ("target", "w4"),
+                ("model", "m"),
+                ("workload", "chat"),
+            ],
+            false,
+        ),
+        (
+            &[
+                ("alertname", "LlmprobeLatencyP95AboveSlo"),
+                job,
+                ("instance", "llmprobe-b"),
+                ("target", "w4"),
+                ("model", "m"),
+                ("workload", "chat"),
+                ("concurrency", "1"),
+                ("percentile", "95"),
+            ],
+            true,
+        ),
+        (
+            &[
+                ("alertname", "LlmprobeLatencyP95AboveSlo"),
+                job,
+                ("instance", "llmprobe-b"),
+                ("target", "w5"),
+                ("model", "m"),
+                ("workload", "chat"),
+                ("concurrency", "1"),
+                ("percentile", "95"),
+            ],
+            false,
+        ),
+        // ...and a model's fleet page its workers' knee drops.
+        (
+            &[
+                ("alertname", "LlmprobeModelCapacityDropped"),
+                ("model", "m2"),
+                ("workload", "chat"),
+            ],
+            false,
+        ),
+        (
+            &[
+                ("alertname", "LlmprobeKneeDropped"),
+                ("target", "w6"),
+                ("model", "m2"),
+                ("workload", "chat"),
+            ],
+            true,
+        ),
+        (
+            &[
+                ("alertname", "LlmprobeKneeDropped"),
+                ("target", "w7"),
+                ("model", "m3"),
+                ("workload", "chat"),
+            ],
+            false,
+        ),
+    ];
+    let body: Vec<serde_json::Value> = cases
+        .iter()
+        .map(|(labels, _)| {
+            let labels: serde_json::Map<String, serde_json::Value> = labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), serde_json::Value::from(*v)))
+                .collect();
+            serde_json::json!({ "labels": labels })
+        })
+        .collect();
+    let key = |labels: &serde_json::Value| {
+        format!(
+            "{} {}",
+            labels["alertname"].as_str().unwrap_or(""),
+            labels["target"]
+                .as_str()
+                .or(labels["instance"].as_str())
+                .or(labels["model"].as_str())
+                .unwrap_or("")
+        )
+    };
+    let mut want: Vec<(String, bool)> = body
+        .iter()
+        .zip(cases)
+        .map(|(a, (_, inhibited))| (key(&a["labels"]), *inhibited))
+        .collect();
+    want.sort();
+
+    // Ready, then the alerts in; the inhibitor picks the sources up
+    // asynchronously: poll until the answer matches or time runs out.
+    let posted = &AtomicBool::new(false);
+    let (http, body, want, am) = (&http, &body, &want, &am);
+    wait::poll(
+        "Alertmanager to inhibit what the example says",
+        Duration::from_secs(30),
+        move || async move {
+            if !posted.load(Ordering::Relaxed) {
+                let ok = http
+                    .post(format!("{base}/alerts"))
+                    .header("content-type", "application/json")
+                    .body(serde_json::to_vec(body).unwrap())
+                    .send()
+                    .await
+                    .is_ok_and(|r| r.status().is_success());
+                posted.store(ok, Ordering::Relaxed);
+                return Err(format!("alerts posted: {ok}\n{}", am.process.tail()));
+            }
+            let r = http
+                .get(format!("{base}/alerts"))
+                .send()
+                .await
+                .map_err(|e| format!("GET {base}/alerts: {e}"))?;
+            let bytes = r.bytes().await.unwrap_or_default();
+            let alerts: Vec<serde_json::Value> = serde_json::from_slice(&bytes).unwrap_or_default();
+            let mut got: Vec<(String, bool)> = alerts
+                .iter()
+                .map(|a| {
+                    let inhibited = a["status"]["inhibitedBy"]
+                        .as_array()
+                        .is_some_and(|v| !v.is_empty());
+                    (key(&a["labels"]), inhibited)
+                })
+                .collect();
+            got.sort();
+            if got == *want {
+                Ok(())
+            } else {
+                Err(format!(
+                    "Alertmanager reports\n{got:?}\nwanted\n{want:?}\n{}",
+                    am.process.tail()
+                ))
+            }
+        },
+    )
+    .await;
+}
+
 // ---------------------------------------------------------------------------
 // systemd
 
@@ -266,11 +506,11 @@ fn systemd_analyze_verify() {
     let original = "ExecStart=/usr/local/bin/llmprobe ";
     assert!(unit.contains(original), "unit has no `{original}` line");
     let unit = unit.replace(original, &format!("ExecStart={bin} "));
-    let dir = TempDir::new("unit");
+    let dir = ScratchDir::new("operator-unit");
     let path = dir.path().join("llmprobe.service");
     std::fs::write(&path, unit).unwrap();
 
-    let out = run_required(tool, [OsStr::new("verify"), path.as_os_str()], "");
+    let out = systemd_analyze_run(tool, [OsStr::new("verify"), path.as_os_str()]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_success("systemd-analyze verify", &out);
     // verify reports problems it tolerates (unknown keys, bad values) on
@@ -291,7 +531,7 @@ fn systemd_analyze_security_exposure_at_most_2() {
     let Some(tool) = systemd_analyze() else {
         return;
     };
-    let out = run_required(
+    let out = systemd_analyze_run(
         tool,
         [
             "security",
@@ -299,7 +539,6 @@ fn systemd_analyze_security_exposure_at_most_2() {
             "--no-pager",
             "systemd/llmprobe.service",
         ],
-        "",
     );
     assert_success("systemd-analyze security --offline=true", &out);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -352,44 +591,17 @@ const KNOWN_METRICS: &[&str] = &[
     "llmprobe_sweeps_total",
     "llmprobe_in_flight_requests",
     "llmprobe_gateway_configured_max_in_flight",
+    "llmprobe_target_slo_p95_latency_seconds",
+    "llmprobe_target_slo_max_shed_ratio",
+    "llmprobe_target_slo_max_error_ratio",
+    "llmprobe_schedule_interval_seconds",
+    "llmprobe_config_last_reload_success_timestamp_seconds",
 ];
 
 const DASHBOARDS: &[&str] = &[
     "grafana/dashboards/llmprobe-capacity-overview.json",
     "grafana/dashboards/llmprobe-target-detail.json",
 ];
-
-/// Every `llmprobe_*` identifier in a PromQL expression.
-fn llmprobe_metrics_in(expr: &str) -> Vec<String> {
-    let mut names = Vec::new();
-    let bytes = expr.as_bytes();
-    let mut i = 0;
-    while let Some(pos) = expr[i..].find("llmprobe_") {
-        let start = i + pos;
-        let boundary =
-            start == 0 || !(bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_');
-        let mut end = start;
-        while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
-            end += 1;
-        }
-        if boundary {
-            names.push(expr[start..end].to_string());
-        }
-        i = end;
-    }
-    names
-}
-
-fn panels(dashboard: &serde_json::Value) -> Vec<&serde_json::Value> {
-    let mut out = Vec::new();
-    for p in dashboard["panels"].as_array().expect("panels") {
-        out.push(p);
-        if let Some(inner) = p["panels"].as_array() {
-            out.extend(inner.iter());
-        }
-    }
-    out
-}
 
 #[test]
 fn dashboards_are_importable_and_use_known_metrics() {
@@ -462,7 +674,7 @@ fn dashboards_are_importable_and_use_known_metrics() {
                 let expr = t["expr"]
                     .as_str()
                     .unwrap_or_else(|| panic!("{rel}: {title}: no expr"));
-                for m in llmprobe_metrics_in(expr) {
+                for m in llmprobe_metrics(expr) {
                     assert!(
                         KNOWN_METRICS.contains(&m.as_str()),
                         "{rel}: {title}: unknown metric {m} in {expr}"
@@ -470,32 +682,5 @@ fn dashboards_are_importable_and_use_known_metrics() {
                 }
             }
         }
-    }
-}
-
-// ---------------------------------------------------------------------------
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let path = std::env::temp_dir().join(format!(
-            "llmprobe-operator-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&path).unwrap();
-        TempDir(path)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }

@@ -1,10 +1,67 @@
-//! The results of a sweep, as the terminal output, the JSON document and the
-//! metrics read them. Plain data: produced by `stats`, `knee` and `sweep`.
+//! The results llmprobe produces, as the terminal output, the JSON document,
+//! the metrics and the index page read them: a sweep of a target, the
+//! interleaved measurement of a gateway pair, and a target's status. Plain
+//! data: produced by `stats`, `knee`, `sweep` and `schedule`.
 
-use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::config::Target;
+use crate::stats::sample::Outcome;
+
+/// How output tokens can have been counted (`LevelSummary::token_source`).
+pub const TOKEN_SOURCES: [&str; 4] = ["usage", "chunks", "mixed", "none"];
+
+/// A label from a fixed table. Spelt through an alias on purpose: serde's
+/// derive takes a field written `&'static str` for one borrowed from the
+/// input, which no owned document could deserialize into.
+pub type Label = &'static str;
+
+/// Reading a JSON document back: the reports hold outcome labels and token
+/// sources as `&'static str` (they come from fixed tables), so each label
+/// read is mapped to its table entry; an unknown one is an error, since it
+/// would mean a document of another format.
+pub mod labels {
+    use super::*;
+
+    fn outcome(label: &str) -> Option<&'static str> {
+        Outcome::ALL
+            .iter()
+            .map(|o| o.as_str())
+            .find(|known| *known == label)
+    }
+
+    /// A map keyed by outcome label.
+    pub fn outcome_map<'de, D, V>(d: D) -> Result<BTreeMap<&'static str, V>, D::Error>
+    where
+        D: Deserializer<'de>,
+        V: Deserialize<'de>,
+    {
+        BTreeMap::<String, V>::deserialize(d)?
+            .into_iter()
+            .map(|(k, v)| {
+                outcome(&k)
+                    .map(|k| (k, v))
+                    .ok_or_else(|| serde::de::Error::custom(format!("unknown outcome `{k}`")))
+            })
+            .collect()
+    }
+
+    /// One of [`TOKEN_SOURCES`].
+    pub fn token_source<'de, D: Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+        let s = String::deserialize(d)?;
+        TOKEN_SOURCES
+            .iter()
+            .find(|known| **known == s)
+            .copied()
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown token_source `{s}`")))
+    }
+}
 
 /// Percentiles of one quantity in one level, with the sample count they rest on.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct Percentiles {
     /// Number of samples the percentiles were computed from.
     pub count: usize,
@@ -16,22 +73,16 @@ pub struct Percentiles {
     pub p99: Option<f64>,
 }
 
-impl Percentiles {
-    /// The exported percentiles as (label value, value) pairs.
-    pub fn labelled(&self) -> [(&'static str, Option<f64>); 3] {
-        [("50", self.p50), ("95", self.p95), ("99", self.p99)]
-    }
-}
-
 /// Summary of one concurrency level.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LevelSummary {
     /// Requests kept in flight.
     pub concurrency: u32,
     /// Requests sent in the level.
     pub requests: u64,
     /// Requests per outcome, keyed by the outcome label.
-    pub outcomes: std::collections::BTreeMap<&'static str, u64>,
+    #[serde(deserialize_with = "labels::outcome_map")]
+    pub outcomes: BTreeMap<&'static str, u64>,
     /// Fraction of requests shed (503) or rate limited (429).
     pub shed_ratio: f64,
     /// Fraction failed for any other reason.
@@ -53,7 +104,8 @@ pub struct LevelSummary {
     /// Wall time of the level, seconds.
     pub wall_seconds: f64,
     /// How output tokens were counted: "usage", "chunks" or "mixed".
-    pub token_source: &'static str,
+    #[serde(deserialize_with = "labels::token_source")]
+    pub token_source: Label,
     /// Output tokens per content chunk, where usage was reported (above 1:
     /// chunks carry several tokens and inter-token latency is per chunk).
     pub tokens_per_content_chunk: Option<f64>,
@@ -61,13 +113,37 @@ pub struct LevelSummary {
     pub streams_without_finish_reason: u64,
     /// The first error message of each failed outcome in the level, so that a
     /// sweep can say what went wrong without one log line per request.
-    pub error_examples: std::collections::BTreeMap<&'static str, String>,
+    // Absent from documents written before it was added.
+    #[serde(default, deserialize_with = "labels::outcome_map")]
+    pub error_examples: BTreeMap<&'static str, String>,
     /// Whether the level stayed within the SLO.
     pub within_slo: bool,
 }
 
+impl LevelSummary {
+    /// Requests of the level that ended with `outcome`.
+    pub fn count(&self, outcome: Outcome) -> u64 {
+        count(&self.outcomes, outcome)
+    }
+
+    /// Requests the server declined for load (every outcome that
+    /// [`Outcome::is_shed`]).
+    pub fn shed(&self) -> u64 {
+        Outcome::ALL
+            .into_iter()
+            .filter(|o| o.is_shed())
+            .map(|o| self.count(o))
+            .sum()
+    }
+}
+
+/// The count of `outcome` in a map keyed by outcome label (0 when absent).
+fn count(outcomes: &BTreeMap<&'static str, u64>, outcome: Outcome) -> u64 {
+    outcomes.get(outcome.as_str()).copied().unwrap_or(0)
+}
+
 /// Capacity verdict for one workload of one target.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Capacity {
     /// Highest level within the SLO with every lower level within it too (0 if none).
     pub knee_concurrency: u32,
@@ -84,7 +160,7 @@ pub struct Capacity {
 }
 
 /// Results of one workload on one target.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadReport {
     /// Workload name.
     pub workload: String,
@@ -95,7 +171,7 @@ pub struct WorkloadReport {
 }
 
 /// Results of one sweep of one target.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepReport {
     /// Target name.
     pub target: String,
@@ -110,7 +186,163 @@ pub struct SweepReport {
     /// Unix time at which it finished, seconds.
     pub finished_at_unix_seconds: f64,
     /// What the server told about itself.
-    pub setup: crate::probe::setup::Setup,
+    #[serde(default)]
+    pub setup: Setup,
     /// Per-workload results.
     pub workloads: Vec<WorkloadReport>,
+}
+
+/// What a server told about itself (see `probe::setup`, which asks).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Setup {
+    /// Server kind (`vllm`, `tgi`, `llama.cpp`, `ollama`, or the `server` header's product), "" if unknown.
+    pub server: String,
+    /// Server version, "" if unknown.
+    pub server_version: String,
+    /// Model ids listed by `GET /models` (empty when not served).
+    pub models: Vec<String>,
+    /// Whether the configured model is among them (None when the list is unavailable).
+    pub model_listed: Option<bool>,
+}
+
+/// What one side of a gateway pair measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SideSummary {
+    /// Target name.
+    pub target: String,
+    /// Counted requests sent (warm-up excluded).
+    pub requests: u64,
+    /// Requests per outcome, keyed by the outcome label.
+    #[serde(deserialize_with = "labels::outcome_map")]
+    pub outcomes: BTreeMap<&'static str, u64>,
+    /// End-to-end latency of the successful requests, seconds.
+    pub latency_seconds: Percentiles,
+    /// Time to first token of the successful requests, seconds.
+    pub ttft_seconds: Percentiles,
+    /// The first failure, when there was one (for the operator, not a label).
+    pub first_error: Option<String>,
+}
+
+impl SideSummary {
+    /// Requests of the side that ended with `outcome`.
+    pub fn count(&self, outcome: Outcome) -> u64 {
+        count(&self.outcomes, outcome)
+    }
+}
+
+/// Result of one interleaved measurement of a gateway pair.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairReport {
+    /// Pair name (the `pair` label).
+    pub pair: String,
+    /// Workload sent to both sides.
+    pub workload: String,
+    /// Requests in flight on a side during one batch.
+    pub concurrency: u32,
+    /// Whether both sides were measured to the end with at least one success each.
+    pub success: bool,
+    /// Why the measurement failed, when it did.
+    pub error: Option<String>,
+    /// The stub engine reached directly.
+    pub direct: SideSummary,
+    /// The stub engine reached through the gateway.
+    pub through: SideSummary,
+    /// Through minus direct, per latency percentile; `count` is the smaller
+    /// of the two sides' successful requests.
+    pub latency_overhead_seconds: Percentiles,
+    /// Through minus direct, per TTFT percentile; `count` as above.
+    pub ttft_overhead_seconds: Percentiles,
+    /// Wall time of the measurement, warm-up included, seconds.
+    pub duration_seconds: f64,
+    /// Unix time at which it finished, seconds.
+    pub finished_at_unix_seconds: f64,
+}
+
+/// Where a target stands, for the index page: the latest sweep's verdict.
+#[derive(Debug, Clone, Default)]
+pub struct TargetStatus {
+    /// Target name.
+    pub name: String,
+    /// Model id measured.
+    pub model: String,
+    /// Unix time of the last completed sweep, if any.
+    pub last_success_unix: Option<f64>,
+    /// Why the last sweep failed, when it did (never holds a secret).
+    pub last_error: Option<String>,
+    /// The latest sweep's report, successful or not (for the pages' charts).
+    pub report: Option<Arc<SweepReport>>,
+    /// The target as configured (for the pages' configuration facts).
+    pub target: Option<Arc<Target>>,
+}
+
+impl TargetStatus {
+    /// The status of a target not swept yet.
+    pub fn new(name: &str, model: &str) -> Self {
+        TargetStatus {
+            name: name.to_string(),
+            model: model.to_string(),
+            ..TargetStatus::default()
+        }
+    }
+
+    /// Takes in a finished sweep: a success replaces the time of the last
+    /// success and clears the error; a failure keeps that time.
+    pub fn record(&mut self, report: &SweepReport) {
+        self.model = report.model.clone();
+        self.report = Some(Arc::new(report.clone()));
+        if report.success {
+            self.last_success_unix = Some(report.finished_at_unix_seconds);
+            self.last_error = None;
+        } else {
+            self.last_error = report.error.clone();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sweep(success: bool, at: f64) -> SweepReport {
+        SweepReport {
+            target: "w1".to_string(),
+            model: "qwen".to_string(),
+            success,
+            error: (!success).then(|| "HTTP 503".to_string()),
+            duration_seconds: 1.0,
+            finished_at_unix_seconds: at,
+            setup: Setup::default(),
+            workloads: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn status_keeps_the_last_success_through_failures() {
+        let mut s = TargetStatus::new("w1", "qwen");
+        assert_eq!((s.last_success_unix, s.last_error.as_deref()), (None, None));
+        s.record(&sweep(true, 10.0));
+        s.record(&sweep(false, 20.0));
+        assert_eq!(s.last_success_unix, Some(10.0));
+        assert_eq!(s.last_error.as_deref(), Some("HTTP 503"));
+        s.record(&sweep(true, 30.0));
+        assert_eq!((s.last_success_unix, s.last_error), (Some(30.0), None));
+    }
+
+    #[test]
+    fn counts_read_the_outcome_map() {
+        let mut outcomes = BTreeMap::new();
+        outcomes.insert(Outcome::Ok.as_str(), 5);
+        outcomes.insert(Outcome::Shed.as_str(), 2);
+        outcomes.insert(Outcome::RateLimited.as_str(), 1);
+        let side = SideSummary {
+            target: "gw".to_string(),
+            requests: 8,
+            outcomes,
+            latency_seconds: Percentiles::default(),
+            ttft_seconds: Percentiles::default(),
+            first_error: None,
+        };
+        assert_eq!(side.count(Outcome::Ok), 5);
+        assert_eq!(side.count(Outcome::Timeout), 0, "absent counts 0");
+    }
 }

@@ -1,7 +1,8 @@
 //! One sweep of one target: per workload, warm-up, then one closed-loop level
-//! per concurrency value until a level breaks the SLO.
+//! per concurrency value until a level breaks the SLO. The gateway pairs'
+//! interleaved executor ([`interleaved`]) sends through the same [`Requests`].
 
-pub mod pair;
+pub mod interleaved;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -122,11 +123,7 @@ fn unreachable_error(workloads: &[WorkloadReport]) -> Option<String> {
     let (mut total, mut unreachable) = (0, 0);
     for l in levels {
         total += l.requests;
-        unreachable += l
-            .outcomes
-            .get(Outcome::ConnectError.as_str())
-            .copied()
-            .unwrap_or(0);
+        unreachable += l.count(Outcome::ConnectError);
     }
     (total > 0 && unreachable == total)
         .then(|| "no request could connect to the server".to_string())
