@@ -96,7 +96,13 @@ const MODES: &[Mode] = &[
         full_every: Some(6),
     },
     Mode {
-        name: "adaptive+refine",
+        name: "adaptive+25%",
+        early_stop: true,
+        refine: Resolution::Share(0.25),
+        full_every: Some(6),
+    },
+    Mode {
+        name: "adaptive+1",
         early_stop: true,
         refine: Resolution::Count(1),
         full_every: Some(6),

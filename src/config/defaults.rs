@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use super::labels::DECLARED_LABELS;
 use super::gentle::Resolution;
+use super::labels::DECLARED_LABELS;
 use super::values::{MaxTokensField, RequestsPerLevel};
 
 // `listen:`, `schedule:`, `web:`.

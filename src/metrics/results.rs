@@ -17,7 +17,7 @@ use prometheus::proto::{self, LabelPair, MetricFamily, MetricType};
 use crate::config::Target;
 use crate::metrics::names::{self, quantity, Spec};
 use crate::metrics::{encode_into, read, write};
-use crate::stats::report::{PairReport, Percentiles, Setup, SweepReport};
+use crate::stats::report::{LevelRole, PairReport, Percentiles, Setup, SweepReport};
 use crate::stats::sample::Outcome;
 
 /// The first label of `llmprobe_target_info`, never taken from a target's labels.
@@ -232,6 +232,26 @@ impl Results {
                             n as f64,
                         );
                     }
+                    let early = level.stopped_early;
+                    out.add(
+                        &names::SWEEP_STOPPED_EARLY,
+                        &[t, m, w, c],
+                        if early.is_some() { 1.0 } else { 0.0 },
+                    );
+                    out.add(
+                        &names::SWEEP_REQUESTS_SAVED,
+                        &[t, m, w, c],
+                        early.map_or(0.0, |e| e.saved_requests as f64),
+                    );
+                    out.add(
+                        &names::SWEEP_REFINEMENT,
+                        &[t, m, w, c],
+                        if level.role == LevelRole::Refinement {
+                            1.0
+                        } else {
+                            0.0
+                        },
+                    );
                 }
                 let cap = &wl.capacity;
                 out.add(

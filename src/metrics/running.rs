@@ -9,6 +9,7 @@ use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Registry};
 
 use crate::metrics::counter;
 use crate::metrics::names::{self, Spec};
+use crate::stats::report::SweepReport;
 use crate::stats::sample::{Outcome, Sample};
 
 /// Which (target, model, workload) series exist, so that `forget` can
@@ -22,6 +23,7 @@ pub(super) struct RunningTotals {
     requests: IntCounterVec,
     output_tokens: IntCounterVec,
     prompt_tokens: IntCounterVec,
+    requests_saved: IntCounterVec,
     keys: Mutex<Keys>,
 }
 
@@ -43,6 +45,7 @@ impl RunningTotals {
             requests: counter(registry, &names::REQUESTS)?,
             output_tokens: counter(registry, &names::OUTPUT_TOKENS)?,
             prompt_tokens: counter(registry, &names::PROMPT_TOKENS)?,
+            requests_saved: counter(registry, &names::REQUESTS_SAVED)?,
             keys: Mutex::new(BTreeMap::new()),
         })
     }
@@ -118,6 +121,27 @@ impl RunningTotals {
         let _ = self.request_duration.get_metric_with_label_values(&labels);
         let _ = self.output_tokens.get_metric_with_label_values(&labels);
         let _ = self.prompt_tokens.get_metric_with_label_values(&labels);
+        let _ = self.requests_saved.get_metric_with_label_values(&labels);
+    }
+
+    /// Adds the requests the report's early-stopped levels did not send.
+    pub(super) fn sweep_finished(&self, report: &SweepReport) {
+        let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        for w in &report.workloads {
+            let saved: u64 = w
+                .levels
+                .iter()
+                .filter_map(|l| l.stopped_early.map(|e| e.saved_requests))
+                .sum();
+            self.ensure_series(&mut keys, &report.target, &report.model, &w.workload);
+            if let Ok(c) = self.requests_saved.get_metric_with_label_values(&[
+                &report.target,
+                &report.model,
+                &w.workload,
+            ]) {
+                c.inc_by(saved);
+            }
+        }
     }
 
     /// Removes every running-total series of `target`.
@@ -134,6 +158,7 @@ impl RunningTotals {
                 let _ = self.request_duration.remove_label_values(&labels);
                 let _ = self.output_tokens.remove_label_values(&labels);
                 let _ = self.prompt_tokens.remove_label_values(&labels);
+                let _ = self.requests_saved.remove_label_values(&labels);
                 for outcome in Outcome::ALL {
                     let _ = self.requests.remove_label_values(&[
                         target,

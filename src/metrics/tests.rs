@@ -329,7 +329,7 @@ fn sweep_values_appear_with_their_labels() {
         get(
             &text,
             "llmprobe_sweeps_total",
-            &[("target", "w1"), ("result", "ok")]
+            &[("target", "w1"), ("result", "ok"), ("kind", "full")]
         ),
         Some(1.0)
     );
@@ -337,7 +337,7 @@ fn sweep_values_appear_with_their_labels() {
         get(
             &text,
             "llmprobe_sweeps_total",
-            &[("target", "w1"), ("result", "failed")]
+            &[("target", "w1"), ("result", "failed"), ("kind", "full")]
         ),
         Some(0.0)
     );
@@ -418,7 +418,7 @@ fn a_new_report_replaces_the_old_one_as_a_whole() {
         get(
             &text,
             "llmprobe_sweeps_total",
-            &[("target", "w1"), ("result", "ok")]
+            &[("target", "w1"), ("result", "ok"), ("kind", "full")]
         ),
         Some(2.0)
     );
@@ -480,7 +480,7 @@ fn a_failed_sweep_keeps_the_last_results_and_reports_failure() {
         get(
             &text,
             "llmprobe_sweeps_total",
-            &[("target", "w1"), ("result", "failed")]
+            &[("target", "w1"), ("result", "failed"), ("kind", "full")]
         ),
         Some(1.0)
     );
@@ -839,19 +839,24 @@ fn sweep_counters_start_at_zero_with_the_target() {
     let m = metrics();
     m.target_started("w1");
     let text = m.encode();
-    for (name, labels) in [
-        (
-            "llmprobe_sweeps_total",
-            &[("target", "w1"), ("result", "ok")][..],
-        ),
-        (
-            "llmprobe_sweeps_total",
-            &[("target", "w1"), ("result", "failed")][..],
-        ),
-        ("llmprobe_sweeps_postponed_total", &[("target", "w1")][..]),
-    ] {
-        assert_eq!(get(&text, name, labels), Some(0.0), "{name} {labels:?}");
+    for result in ["ok", "failed"] {
+        for kind in ["full", "warm"] {
+            let labels = [("target", "w1"), ("result", result), ("kind", kind)];
+            assert_eq!(
+                get(&text, "llmprobe_sweeps_total", &labels),
+                Some(0.0),
+                "{labels:?}"
+            );
+        }
     }
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_sweeps_postponed_total",
+            &[("target", "w1")]
+        ),
+        Some(0.0)
+    );
     m.forget_target("w1");
     assert!(!m.encode().contains("target=\"w1\""));
 }

@@ -26,6 +26,12 @@ use crate::stats::sample::{Outcome, Sample};
 use crate::stats::verdict::{Breach, Tally};
 use crate::sweep::ladder::{Ladder, WarmStart};
 
+/// Pause after a level that stopped early, before the next one: the
+/// requests it cancelled leave the server only once it notices their closed
+/// connections (at its next step or check), and the next level must not
+/// meet them still queued there.
+pub const SETTLE_AFTER_EARLY_STOP: Duration = Duration::from_millis(500);
+
 /// Receives what a sweep does as it happens (metrics, progress line).
 pub trait Observer: Send + Sync {
     /// A measured (counted) request.
@@ -166,7 +172,16 @@ async fn run_workload(
     let mut ladder = Ladder::new(&target.levels, target.refine_resolution, warm);
     let mut levels: Vec<LevelSummary> = Vec::new();
     let judge = target.early_stop.then_some(&target.slo);
+    let mut settle = false;
     while let Some((concurrency, role)) = ladder.next() {
+        if settle {
+            // The server is told of the cancelled requests only when their
+            // connections close; the next level waits for it to let them go.
+            tokio::select! {
+                _ = tokio::time::sleep(SETTLE_AFTER_EARLY_STOP) => {}
+                _ = cancel.cancelled() => {}
+            }
+        }
         if cancel.is_cancelled() {
             break;
         }
@@ -190,6 +205,7 @@ async fn run_workload(
                 saved_requests: n.saturating_sub(summary.requests),
             });
         }
+        settle = summary.stopped_early.is_some();
         ladder.record(concurrency, summary.within_slo);
         levels.push(summary);
     }
