@@ -23,20 +23,9 @@ fn sweep_of_the_shipped_config_shows_the_simulators_knee() {
     assert_eq!(w["capacity"]["knee_concurrency"], 8);
     assert_eq!(w["capacity"]["recommended_max_in_flight"], 7);
     let levels = w["levels"].as_array().unwrap();
-    // The five configured levels, and between 8 and 16 the refinement
-    // probes of the default resolution (25% of 8: 12, then 10), both over.
-    let ran: Vec<(u64, &str)> = levels
-        .iter()
-        .map(|l| (l["concurrency"].as_u64().unwrap(), l["role"].as_str().unwrap()))
-        .collect();
-    let (c, r) = ("configured", "refinement");
-    assert_eq!(
-        ran,
-        [(1, c), (2, c), (4, c), (8, c), (10, r), (12, r), (16, c)]
-    );
-    assert_eq!(levels[6]["concurrency"], 16);
-    assert!(levels[6]["shed_ratio"].as_f64().unwrap() > 0.05);
-    assert!(levels[6]["stopped_early"]["saved_requests"].as_u64().unwrap() > 0);
+    assert_eq!(levels.len(), 5);
+    assert_eq!(levels[4]["concurrency"], 16);
+    assert!(levels[4]["shed_ratio"].as_f64().unwrap() > 0.05);
     assert_eq!(levels[0]["ttft_seconds"]["count"], 8);
     assert_eq!(levels[0]["token_source"], "usage");
     // Not a terminal: no progress line in the output.

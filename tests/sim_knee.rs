@@ -62,8 +62,6 @@ defaults:
   levels: {LEVELS:?}
   requests_per_level: 2x
   min_requests_per_level: 8
-  # The knee among the configured levels, as predicted: no refinement.
-  refine_resolution: off
   slo: {{ p95_latency: {}ms }}
 workloads:
   w:

@@ -217,11 +217,16 @@ impl Results {
                             p.count as f64,
                         );
                     }
-                    out.add(
-                        &names::SWEEP_THROUGHPUT,
-                        &[t, m, w, c],
-                        level.throughput_tokens_per_second,
-                    );
+                    // A level stopped early completed too few requests for
+                    // its throughput to mean anything: left out, as a
+                    // percentile without samples is.
+                    if level.stopped_early.is_none() {
+                        out.add(
+                            &names::SWEEP_THROUGHPUT,
+                            &[t, m, w, c],
+                            level.throughput_tokens_per_second,
+                        );
+                    }
                     out.add(&names::SWEEP_SHED, &[t, m, w, c], level.shed_ratio);
                     out.add(&names::SWEEP_ERROR, &[t, m, w, c], level.error_ratio);
                     for outcome in Outcome::ALL {

@@ -1,7 +1,7 @@
 //! Level summaries -> capacity: the knee, the recommended `max_in_flight`,
 //! and where throughput stopped growing.
 
-use crate::stats::report::{Capacity, LevelSummary};
+use crate::stats::report::{Capacity, LevelRole, LevelSummary};
 
 /// Gain below which a level is said to add no throughput.
 pub const SATURATION_GAIN: f64 = 0.10;
@@ -17,7 +17,14 @@ pub fn capacity(
 ) -> Capacity {
     let knee_level = levels.iter().take_while(|l| l.within_slo).last();
     let knee = knee_level.map_or(0, |l| l.concurrency);
-    let saturation = levels
+    // Throughput is compared between configured levels that ran in full: a
+    // level stopped early has a partial throughput, and a refinement probe
+    // adds too little concurrency for a 10% gain to be expected.
+    let comparable: Vec<&LevelSummary> = levels
+        .iter()
+        .filter(|l| l.role == LevelRole::Configured && l.stopped_early.is_none())
+        .collect();
+    let saturation = comparable
         .windows(2)
         .find(|w| {
             w[1].throughput_tokens_per_second
@@ -124,6 +131,26 @@ mod tests {
         ];
         assert_eq!(capacity(&l, 0.9, None).recommended_max_in_flight, 14);
         assert_eq!(capacity(&l, 0.9, None).saturation_concurrency, None);
+    }
+
+    #[test]
+    fn saturation_ignores_refinement_probes_and_levels_stopped_early() {
+        let mut probe = level(12, 165.0, true);
+        probe.role = LevelRole::Refinement;
+        let mut stopped = level(16, 20.0, false);
+        stopped.stopped_early = Some(crate::stats::report::EarlyStop {
+            breach: crate::stats::report::Breach::Shed,
+            saved_requests: 30,
+        });
+        let l = [level(4, 80.0, true), level(8, 160.0, true), probe, stopped];
+        let c = capacity(&l, 0.9, None);
+        assert_eq!(c.knee_concurrency, 12, "a refinement probe is a knee");
+        assert_eq!(c.recommended_max_in_flight, 10);
+        assert_eq!(c.throughput_tokens_per_second, 165.0);
+        assert_eq!(
+            c.saturation_concurrency, None,
+            "8 -> 12 is no doubling, 16 partial"
+        );
     }
 
     #[test]
