@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Target, Workload};
@@ -221,12 +221,12 @@ pub async fn sweep_once(
     } else {
         Arc::new(NoObserver)
     };
-    let env = SweepEnv {
-        client: probe::client::Client::new(CONNECT_TIMEOUT).map_err(anyhow::Error::msg)?,
-        in_flight: Arc::new(Semaphore::new(config.schedule.max_in_flight_total as usize)),
-        cancel: CancellationToken::new(),
+    let env = SweepEnv::new(
+        probe::client::Client::new(CONNECT_TIMEOUT).map_err(anyhow::Error::msg)?,
+        config.schedule.max_in_flight_total,
+        CancellationToken::new(),
         observer,
-    };
+    );
     let mut reports = Vec::new();
     for target in &config.targets {
         if !only.is_empty() && !only.contains(&target.name) {

@@ -16,7 +16,6 @@ use llmprobe::sweep::{Observer, SweepEnv};
 use llmprobe::{config, sweep};
 use support::raw::{self, content, finish, good_stream, response, usage, DONE, SSE_HEAD};
 use support::{metric, start, write_config, Behavior};
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 /// Requests per level; two levels (2 and 4 in flight) when the first holds.
@@ -50,12 +49,12 @@ impl Harness {
     fn new() -> Self {
         let registry = prometheus::Registry::new();
         let metrics = Arc::new(Metrics::new(&registry).unwrap());
-        let env = SweepEnv {
-            client: client::Client::new(llmprobe::CONNECT_TIMEOUT).unwrap(),
-            in_flight: Arc::new(Semaphore::new(16)),
-            cancel: CancellationToken::new(),
-            observer: Arc::new(Feed(metrics.clone())),
-        };
+        let env = SweepEnv::new(
+            client::Client::new(llmprobe::CONNECT_TIMEOUT).unwrap(),
+            16,
+            CancellationToken::new(),
+            Arc::new(Feed(metrics.clone())),
+        );
         Harness { env, metrics }
     }
 
@@ -104,7 +103,12 @@ impl Harness {
             );
         }
         if outcome == "ok" {
-            assert_eq!(w.levels.len(), 2, "both levels within the SLO");
+            assert_eq!(
+                w.levels.len(),
+                2,
+                "both levels within the SLO: {:?}",
+                w.capacity.stopped_because
+            );
         } else {
             assert_eq!(w.levels.len(), 1, "climbing stops at the first level");
             assert_eq!(w.capacity.knee_concurrency, 0);
@@ -221,7 +225,10 @@ async fn stall_before_headers_is_a_timeout() {
     let h = Harness::new();
     let r = h.expect(&s.base_url(), "1s", "timeout").await;
     assert!(r.success, "a timeout is a measurement, not a failed sweep");
-    assert_eq!(s.chat_requests().len() as u64, PER_LEVEL);
+    // Each request sent once: the level's, plus the uncounted ones before it
+    // (the output-limit check, and one per place to open the connections).
+    let uncounted = 1 + 2;
+    assert_eq!(s.chat_requests().len() as u64, uncounted + PER_LEVEL);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

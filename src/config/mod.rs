@@ -258,6 +258,37 @@ pub struct WorkloadFile {
     pub instruction: Option<String>,
     /// Generated prompts of a given size, for document-size tiers.
     pub synthetic: Option<SyntheticFile>,
+    /// A system message sent before every prompt.
+    pub system_prompt: Option<String>,
+    /// What the server's prefix cache may reuse (default `unique`: nothing).
+    pub prefix_cache: Option<PrefixCache>,
+}
+
+/// What a request may share with earlier ones, for a server's prefix cache
+/// (vLLM, SGLang and llama.cpp skip the prefill of a prefix they saw).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrefixCache {
+    /// Nothing: every request's first message starts with a short unique
+    /// marker, so TTFT includes the prefill a new conversation pays.
+    #[default]
+    Unique,
+    /// Prompts are sent as written: a repeated prompt is served from the cache.
+    Shared,
+    /// The system message(s) are shared, the marker starts the first message
+    /// after them: a common system prompt followed by new user text.
+    SharedSystemPrompt,
+}
+
+impl PrefixCache {
+    /// The name used in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PrefixCache::Unique => "unique",
+            PrefixCache::Shared => "shared",
+            PrefixCache::SharedSystemPrompt => "shared_system_prompt",
+        }
+    }
 }
 
 /// `synthetic:` prompts of a workload.
@@ -386,6 +417,17 @@ pub enum MaxTokensField {
     Both,
 }
 
+impl MaxTokensField {
+    /// The name used in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+            MaxTokensField::MaxTokens => "max_tokens",
+            MaxTokensField::Both => "both",
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // The resolved configuration.
 // ---------------------------------------------------------------------------
@@ -472,8 +514,10 @@ pub struct Target {
     pub slo: Slo,
     /// Knee fraction recommended as max_in_flight.
     pub headroom: f64,
-    /// Request field for the output limit.
-    pub max_tokens_field: MaxTokensField,
+    /// Request field for the output limit; None: not configured, so
+    /// warm-up checks that `max_completion_tokens` bounds the output, and
+    /// tries `max_tokens`, then both, when it does not.
+    pub max_tokens_field: Option<MaxTokensField>,
     /// Postpone sweeps while the server is busy.
     pub idle_gate: Option<crate::schedule::idle_gate::IdleGate>,
 }
@@ -489,6 +533,8 @@ pub struct Workload {
     pub temperature: f64,
     /// Prompts, used round-robin.
     pub prompts: Vec<Prompt>,
+    /// What requests may share for a server's prefix cache.
+    pub prefix_cache: PrefixCache,
 }
 
 /// A resolved gateway pair.
@@ -687,6 +733,24 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
                     .into(),
             );
         }
+        if let Some(system) = &w.system_prompt {
+            if system.trim().is_empty() {
+                bad(&format!("{key}.system_prompt"), "is empty".into());
+            }
+            for p in &mut prompts {
+                p.prepend_system(system);
+            }
+        }
+        let prefix_cache = w.prefix_cache.unwrap_or_default();
+        if prefix_cache == PrefixCache::SharedSystemPrompt
+            && w.system_prompt.is_none()
+            && !prompts.iter().all(Prompt::starts_with_system)
+        {
+            bad(
+                &format!("{key}.prefix_cache"),
+                "`shared_system_prompt` needs a system message first in every prompt: set `system_prompt`".into(),
+            );
+        }
         let max_completion_tokens = w.max_completion_tokens.unwrap_or(256);
         if max_completion_tokens == 0 {
             bad(
@@ -708,6 +772,7 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
                 max_completion_tokens,
                 temperature,
                 prompts,
+                prefix_cache,
             }),
         );
     }
@@ -1146,10 +1211,7 @@ pub(crate) fn resolve_target(
         };
         bad(&hk, format!("must be in (0, 1], got {headroom}"));
     }
-    let max_tokens_field = o
-        .max_tokens_field
-        .or(d.max_tokens_field)
-        .unwrap_or(MaxTokensField::MaxCompletionTokens);
+    let max_tokens_field = o.max_tokens_field.or(d.max_tokens_field);
 
     for label in t.labels.keys() {
         if !is_label_name(label) || label == "target" || label == "model" {

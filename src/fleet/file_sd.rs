@@ -1079,6 +1079,7 @@ mod tests {
             max_completion_tokens: 4,
             temperature: 0.0,
             prompts: vec![crate::config::prompts::Prompt::user("hi")],
+            prefix_cache: Default::default(),
         });
         let config = Arc::new(FileSdConfig {
             patterns: vec![pattern("*.json", &dir).unwrap()],

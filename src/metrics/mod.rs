@@ -1107,6 +1107,13 @@ mod tests {
             tokens_per_content_chunk: None,
             streams_without_finish_reason: 0,
             error_examples: Default::default(),
+            decision_latency_seconds: Default::default(),
+            achieved_concurrency: f64::from(concurrency),
+            littles_law_concurrency: f64::from(concurrency),
+            kept_concurrency: true,
+            new_connections: 0,
+            connect_seconds: Default::default(),
+            usage_disagreements: 0,
             within_slo: true,
         }
     }
@@ -1122,6 +1129,7 @@ mod tests {
                 saturation_concurrency: Some(4),
                 saturated_before_knee: false,
                 stopped_because: None,
+                knee_is_lower_bound: false,
             },
         }
     }
@@ -1135,6 +1143,7 @@ mod tests {
             duration_seconds: 60.0,
             finished_at_unix_seconds: 1_700_000_000.0,
             setup: Default::default(),
+            output_limit: Default::default(),
             workloads,
         }
     }
@@ -1152,6 +1161,9 @@ mod tests {
             content_chunks: 100,
             finish_reason_seen: true,
             error: None,
+            elapsed: Duration::from_millis(1500),
+            connect: None,
+            usage_disagreed: false,
         }
     }
 

@@ -62,6 +62,27 @@ pub struct LevelSummary {
     /// The first error message of each failed outcome in the level, so that a
     /// sweep can say what went wrong without one log line per request.
     pub error_examples: std::collections::BTreeMap<&'static str, String>,
+    /// Latency of every request that counts in the decision (all but shed,
+    /// rate-limited and cancelled ones; a failure counts the time it took, a
+    /// timeout at least its limit), seconds: its p95 is what the SLO judges.
+    pub decision_latency_seconds: Percentiles,
+    /// Mean number of requests in flight while the level kept its loop full
+    /// (from its start until the first request that was not replaced ended),
+    /// weighted by time.
+    pub achieved_concurrency: f64,
+    /// The same figure by Little's law: requests completed per second of the
+    /// level x their mean latency (a failure: the time it took).
+    pub littles_law_concurrency: f64,
+    /// Whether the level kept at least 90% of its concurrency in flight; a
+    /// level that did not is not counted toward the knee.
+    pub kept_concurrency: bool,
+    /// Requests that had to open a new connection.
+    pub new_connections: u64,
+    /// Time those requests spent opening it (DNS, TCP, TLS), seconds.
+    pub connect_seconds: Percentiles,
+    /// Completed streams whose `usage.completion_tokens` was 0 although they
+    /// carried content: chunks were counted instead.
+    pub usage_disagreements: u64,
     /// Whether the level stayed within the SLO.
     pub within_slo: bool,
 }
@@ -81,6 +102,21 @@ pub struct Capacity {
     pub saturated_before_knee: bool,
     /// Why climbing stopped, when it stopped below the last configured level.
     pub stopped_because: Option<String>,
+    /// True when no measured level broke the SLO: the capacity is at least
+    /// the knee, and was not measured higher.
+    pub knee_is_lower_bound: bool,
+}
+
+/// Which request field carried the output limit, and how it was chosen.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct OutputLimit {
+    /// `max_completion_tokens`, `max_tokens` or `both`.
+    pub field: &'static str,
+    /// `configured`, `default` (checked at warm-up and found to work) or
+    /// `detected` (the default did not bound the output).
+    pub source: &'static str,
+    /// What warm-up saw, when the field was detected.
+    pub note: Option<String>,
 }
 
 /// Results of one workload on one target.
@@ -111,6 +147,8 @@ pub struct SweepReport {
     pub finished_at_unix_seconds: f64,
     /// What the server told about itself.
     pub setup: crate::probe::setup::Setup,
+    /// The request field that bounded the output.
+    pub output_limit: OutputLimit,
     /// Per-workload results.
     pub workloads: Vec<WorkloadReport>,
 }

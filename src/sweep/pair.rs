@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
-use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -322,13 +321,12 @@ pub async fn measure_once(
     only: &[String],
     progress: bool,
 ) -> anyhow::Result<Vec<PairReport>> {
-    let env = SweepEnv {
-        client: crate::probe::client::Client::new(crate::CONNECT_TIMEOUT)
-            .map_err(anyhow::Error::msg)?,
-        in_flight: Arc::new(Semaphore::new(config.schedule.max_in_flight_total as usize)),
-        cancel: CancellationToken::new(),
-        observer: Arc::new(NoObserver),
-    };
+    let env = SweepEnv::new(
+        crate::probe::client::Client::new(crate::CONNECT_TIMEOUT).map_err(anyhow::Error::msg)?,
+        config.schedule.max_in_flight_total,
+        CancellationToken::new(),
+        Arc::new(NoObserver),
+    );
     let mut reports = Vec::new();
     for pair in &config.gateway_pairs {
         let selected = |name: &String| only.is_empty() || only.contains(name);
