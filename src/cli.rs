@@ -45,7 +45,7 @@ pub enum Command {
 pub enum Format {
     /// Human-readable tables.
     Table,
-    /// One JSON document (see README).
+    /// One JSON document (see docs/measuring.md).
     Json,
 }
 
