@@ -227,6 +227,7 @@ struct StreamState<'k> {
     content_chunks: u64,
     usage_completion: Option<u64>,
     usage_prompt: Option<u64>,
+    usage_cached: Option<u64>,
     usage_seen: bool,
     finish_reason_seen: bool,
     done: bool,
@@ -244,6 +245,7 @@ impl<'k> StreamState<'k> {
             key,
             chunk_ceiling,
             end: None,
+            usage_cached: None,
             usage_seen: false,
             first: None,
             last: None,
@@ -312,6 +314,9 @@ impl<'k> StreamState<'k> {
                     if u.prompt_tokens.is_some() {
                         self.usage_prompt = u.prompt_tokens;
                     }
+                    if u.cached_prompt_tokens.is_some() {
+                        self.usage_cached = u.cached_prompt_tokens;
+                    }
                 }
             }
             // Errors were turned into `failed` above.
@@ -358,6 +363,7 @@ impl<'k> StreamState<'k> {
             output_tokens,
             token_source,
             prompt_tokens: self.usage_prompt,
+            cached_prompt_tokens: self.usage_cached,
             content_chunks: self.content_chunks,
             finish_reason_seen: self.finish_reason_seen,
             error: None,

@@ -61,6 +61,9 @@ pub struct SimConfig {
     /// Fraction (0-1) of the other requests whose connection is cut mid-stream.
     #[serde(default)]
     pub reset_ratio: Option<f64>,
+    /// Prompt tokens the prefix cache holds (0: no prefix cache).
+    #[serde(default)]
+    pub prefix_cache_tokens: Option<u64>,
 }
 
 fn default_profile() -> String {
@@ -85,6 +88,7 @@ impl Default for SimConfig {
             fail_ratio: None,
             fail_status: None,
             reset_ratio: None,
+            prefix_cache_tokens: None,
         }
     }
 }
@@ -116,7 +120,8 @@ impl SimConfig {
             seed,
             fail_ratio,
             fail_status,
-            reset_ratio
+            reset_ratio,
+            prefix_cache_tokens
         );
         // 0 would shed or refuse everything, so it spells "no limit" instead.
         match self.max_in_flight {

@@ -124,6 +124,7 @@ mod faults;
 mod http;
 mod model;
 mod params;
+mod prefix_cache;
 mod profiles;
 mod request;
 mod scheduler;

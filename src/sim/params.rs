@@ -47,6 +47,9 @@ pub struct SimParams {
     pub fail_status: u16,
     /// Fraction of the remaining requests whose connection is cut mid-stream.
     pub reset_ratio: f64,
+    /// Prompt tokens kept in the prefix cache (0: no cache): a prompt whose
+    /// leading blocks are cached skips their prefill.
+    pub prefix_cache_tokens: u64,
 }
 
 impl SimParams {
@@ -145,6 +148,7 @@ mod tests {
             fail_ratio: 0.0,
             fail_status: 500,
             reset_ratio: 0.0,
+            prefix_cache_tokens: 0,
         }
     }
 

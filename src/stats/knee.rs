@@ -65,6 +65,7 @@ mod tests {
             throughput_tokens_per_second: throughput,
             output_tokens: 0,
             prompt_tokens: 0,
+            cached_prompt_tokens: 0,
             wall_seconds: 1.0,
             token_source: "usage",
             tokens_per_content_chunk: None,

@@ -162,6 +162,7 @@ pub fn summarize_level(
 
     let output_tokens: u64 = ok.iter().map(|s| s.output_tokens).sum();
     let prompt_tokens: u64 = ok.iter().filter_map(|s| s.prompt_tokens).sum();
+    let cached_prompt_tokens: u64 = ok.iter().filter_map(|s| s.cached_prompt_tokens).sum();
     let wall_seconds = secs(wall);
     let throughput = if wall_seconds > 0.0 {
         output_tokens as f64 / wall_seconds
@@ -231,6 +232,7 @@ pub fn summarize_level(
         throughput_tokens_per_second: throughput,
         output_tokens,
         prompt_tokens,
+        cached_prompt_tokens,
         wall_seconds,
         token_source,
         tokens_per_content_chunk,

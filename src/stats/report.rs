@@ -50,6 +50,9 @@ pub struct LevelSummary {
     pub output_tokens: u64,
     /// Prompt tokens reported by the server (0 when none reported).
     pub prompt_tokens: u64,
+    /// Of those, the tokens the server said it served from its prefix cache
+    /// (`usage.prompt_tokens_details.cached_tokens`; 0 when none reported).
+    pub cached_prompt_tokens: u64,
     /// Wall time of the level, seconds.
     pub wall_seconds: f64,
     /// How output tokens were counted: "usage", "chunks" or "mixed".

@@ -92,6 +92,9 @@ pub struct Sample {
     pub token_source: TokenSource,
     /// `usage.prompt_tokens` when reported.
     pub prompt_tokens: Option<u64>,
+    /// Prompt tokens the server said it served from its prefix cache
+    /// (`usage.prompt_tokens_details.cached_tokens`), when reported.
+    pub cached_prompt_tokens: Option<u64>,
     /// Number of chunks that carried generated content.
     pub content_chunks: u64,
     /// Whether a `finish_reason` was seen (a stream cut off without one is flagged).
@@ -122,6 +125,7 @@ impl Sample {
             output_tokens: 0,
             token_source: TokenSource::Chunks,
             prompt_tokens: None,
+            cached_prompt_tokens: None,
             content_chunks: 0,
             finish_reason_seen: false,
             error: Some(error.into()),
