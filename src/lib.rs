@@ -62,6 +62,7 @@ pub async fn run(
     let statuses: Statuses = Default::default();
     let ready = Arc::new(AtomicBool::new(false));
     let (control_tx, mut control_rx) = mpsc::channel::<http::router::Control>(8);
+    let dead_loops = http::router::DeadLoops::default();
 
     let status_view = statuses.clone();
     let state = http::router::AppState {
@@ -69,6 +70,7 @@ pub async fn run(
         ready: ready.clone(),
         control: control_tx,
         allow_reload: config.web.enable_reload,
+        dead_loops: dead_loops.clone(),
         targets: Arc::new(move || {
             status_view
                 .read()
@@ -105,7 +107,8 @@ pub async fn run(
         }
     });
 
-    let mut scheduler = Scheduler::new(metrics.clone(), client, statuses);
+    let mut scheduler = Scheduler::new(metrics.clone(), client, statuses)
+        .with_config_info(metrics::ConfigInfo::new(&registry)?);
     let mut fleet = fleet::Fleet::new(Some(metrics::FleetMetrics::new(&registry)?));
     fleet.configure(&config);
     scheduler.apply(&fleet.view(&config));
@@ -133,7 +136,9 @@ pub async fn run(
             _ = watchdog.tick() => {
                 // A target loop that died would otherwise stop measuring in
                 // silence: withholding the ping lets systemd restart us.
+                // /healthz reports the same, for Kubernetes' liveness probe.
                 let dead = scheduler.dead_targets();
+                dead.clone_into(&mut dead_loops.write().unwrap_or_else(|e| e.into_inner()));
                 if dead.is_empty() {
                     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Watchdog]);
                 } else {
@@ -149,13 +154,14 @@ pub async fn run(
     Ok(())
 }
 
-/// Half the systemd watchdog period when one is set, else a minute.
+/// Half the systemd watchdog period when one is set, else 15 seconds (the
+/// tick also refreshes what `/healthz` reports; checking is cheap).
 fn watchdog_period() -> Duration {
     let mut usec = 0;
     if sd_notify::watchdog_enabled(false, &mut usec) && usec > 0 {
         Duration::from_micros(usec / 2)
     } else {
-        Duration::from_secs(60)
+        Duration::from_secs(15)
     }
 }
 

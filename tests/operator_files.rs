@@ -4,7 +4,11 @@
 //! - `prometheus/alerts.yml`, `prometheus/alerts_test.yml`,
 //!   `prometheus/scrape.yml`: `promtool check rules`, `promtool test rules`,
 //!   `promtool check config` (Debian package `prometheus`; the tests fail when
-//!   promtool is missing, set `PROMTOOL` to use another binary);
+//!   promtool is missing, set `PROMTOOL` to use another binary); every alert's
+//!   `runbook_url` has its section in `docs/runbook.md`;
+//! - `prometheus/alertmanager.example.yml`: `amtool check-config`, and a real
+//!   Alertmanager (Debian package `prometheus-alertmanager`; set `AMTOOL`,
+//!   `ALERTMANAGER` for other binaries) inhibiting exactly what the file says;
 //! - `systemd/llmprobe.service`: `systemd-analyze verify` and
 //!   `systemd-analyze security --offline=true` (Debian package `systemd`;
 //!   these two are skipped, with a printed reason, only where
@@ -73,6 +77,16 @@ fn promtool_check_rules() {
         PROMTOOL_HINT,
     );
     assert_success("promtool check rules", &out);
+    // The rules read the limits llmprobe exports, not numbers copied in.
+    let rules = read("prometheus/alerts.yml");
+    for metric in [
+        "llmprobe_target_slo_p95_latency_seconds",
+        "llmprobe_target_slo_max_shed_ratio",
+        "llmprobe_target_slo_max_error_ratio",
+        "llmprobe_schedule_interval_seconds",
+    ] {
+        assert!(rules.contains(metric), "alerts.yml does not use {metric}");
+    }
 }
 
 #[test]
@@ -197,6 +211,285 @@ fn every_alert_has_for_severity_summary_description() {
             block.contains("severity: critical") || block.contains("severity: warning"),
             "alert {name}: severity must be critical or warning"
         );
+    }
+}
+
+/// Where every `runbook_url` points; the anchor is the alert name in lower case
+/// (GitHub's anchor of a `## AlertName` heading).
+const RUNBOOK_BASE: &str = "https://github.com/llmprobe/llmprobe/blob/main/docs/runbook.md";
+
+#[test]
+fn every_alert_has_a_runbook_section() {
+    let text = read("prometheus/alerts.yml");
+    let runbook = read("docs/runbook.md");
+    let sections: Vec<&str> = runbook
+        .lines()
+        .filter_map(|l| l.strip_prefix("## "))
+        .map(str::trim)
+        .collect();
+    let alerts = alert_names();
+    for block in text.split("- alert:").skip(1) {
+        let name = block.lines().next().unwrap_or("").trim();
+        let url = block
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("runbook_url:"))
+            .unwrap_or_else(|| panic!("alert {name} has no runbook_url"))
+            .trim();
+        assert_eq!(
+            url,
+            format!("{RUNBOOK_BASE}#{}", name.to_lowercase()),
+            "alert {name}"
+        );
+        assert!(
+            sections.contains(&name),
+            "docs/runbook.md has no `## {name}` section"
+        );
+    }
+    for s in &sections {
+        assert!(
+            alerts.iter().any(|a| a == s),
+            "docs/runbook.md has a section for {s}, which is not an alert"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Alertmanager
+
+const ALERTMANAGER_HINT: &str = "amtool and alertmanager are required: install Debian's \
+     `prometheus-alertmanager` package (apt-get install -y prometheus-alertmanager) or set \
+     AMTOOL and ALERTMANAGER";
+
+#[test]
+fn alertmanager_example_passes_amtool() {
+    let tool = std::env::var("AMTOOL").unwrap_or_else(|_| "amtool".to_string());
+    let out = run_required(
+        &tool,
+        ["check-config", "prometheus/alertmanager.example.yml"],
+        ALERTMANAGER_HINT,
+    );
+    assert_success("amtool check-config", &out);
+    // Every alert name the inhibit rules match on exists.
+    let alerts = alert_names();
+    let text = read("prometheus/alertmanager.example.yml");
+    let mut named = 0;
+    for line in text.lines().filter(|l| l.contains("alertname=")) {
+        let value = line
+            .split_once('"')
+            .and_then(|(_, rest)| rest.rsplit_once('"'))
+            .map(|(v, _)| v)
+            .unwrap_or_else(|| panic!("cannot read the alert names of `{line}`"));
+        for name in value.split('|') {
+            named += 1;
+            assert!(alerts.iter().any(|a| a == name), "no alert named {name}");
+        }
+    }
+    assert!(named >= 10, "only {named} alert names in the inhibit rules");
+}
+
+/// Sends alerts to a real Alertmanager running the example configuration and
+/// compares which ones it reports as inhibited.
+#[tokio::test]
+async fn alertmanager_example_inhibits_what_it_says() {
+    let binary = std::env::var("ALERTMANAGER")
+        .unwrap_or_else(|_| "/usr/bin/prometheus-alertmanager".to_string());
+    let dir = TempDir::new("alertmanager");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap();
+    let log = std::fs::File::create(dir.path().join("log")).unwrap();
+    let child = Command::new(&binary)
+        .arg(format!(
+            "--config.file={}",
+            repo().join("prometheus/alertmanager.example.yml").display()
+        ))
+        .arg(format!("--storage.path={}", dir.path().display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        // A single Alertmanager: no gossip port.
+        .arg("--cluster.listen-address=")
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {binary} ({e}): {ALERTMANAGER_HINT}"));
+    let _stop = KillOnDrop(child);
+    let base = format!("http://127.0.0.1:{port}/api/v2");
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+
+    // (labels, inhibited?)
+    let job = ("job", "llmprobe");
+    let cases: &[(&[(&str, &str)], bool)] = &[
+        // 1. llmprobe-a is down: its per-target alerts are silenced...
+        (
+            &[
+                ("alertname", "LlmprobeDown"),
+                job,
+                ("instance", "llmprobe-a"),
+            ],
+            false,
+        ),
+        (
+            &[
+                ("alertname", "LlmprobeSweepStale"),
+                job,
+                ("instance", "llmprobe-a"),
+                ("target", "w1"),
+            ],
+            true,
+        ),
+        // ...not those of another instance,
+        (
+            &[
+                ("alertname", "LlmprobeSweepStale"),
+                job,
+                ("instance", "llmprobe-b"),
+                ("target", "w2"),
+            ],
+            false,
+        ),
+        // 2. and unmeasured targets wait while an instance is down.
+        (
+            &[("alertname", "LlmprobeTargetUnmeasured"), ("target", "w3")],
+            true,
+        ),
+        // 3. A knee at 0 covers the same target's latency warning...
+        (
+            &[
+                ("alertname", "LlmprobeKneeZero"),
+                ("target", "w4"),
+                ("model", "m"),
+                ("workload", "chat"),
+            ],
+            false,
+        ),
+        (
+            &[
+                ("alertname", "LlmprobeLatencyP95AboveSlo"),
+                job,
+                ("instance", "llmprobe-b"),
+                ("target", "w4"),
+                ("model", "m"),
+                ("workload", "chat"),
+                ("concurrency", "1"),
+                ("percentile", "95"),
+            ],
+            true,
+        ),
+        (
+            &[
+                ("alertname", "LlmprobeLatencyP95AboveSlo"),
+                job,
+                ("instance", "llmprobe-b"),
+                ("target", "w5"),
+                ("model", "m"),
+                ("workload", "chat"),
+                ("concurrency", "1"),
+                ("percentile", "95"),
+            ],
+            false,
+        ),
+        // ...and a model's fleet page its workers' knee drops.
+        (
+            &[
+                ("alertname", "LlmprobeModelCapacityDropped"),
+                ("model", "m2"),
+                ("workload", "chat"),
+            ],
+            false,
+        ),
+        (
+            &[
+                ("alertname", "LlmprobeKneeDropped"),
+                ("target", "w6"),
+                ("model", "m2"),
+                ("workload", "chat"),
+            ],
+            true,
+        ),
+        (
+            &[
+                ("alertname", "LlmprobeKneeDropped"),
+                ("target", "w7"),
+                ("model", "m3"),
+                ("workload", "chat"),
+            ],
+            false,
+        ),
+    ];
+    let body: Vec<serde_json::Value> = cases
+        .iter()
+        .map(|(labels, _)| {
+            let labels: serde_json::Map<String, serde_json::Value> = labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), serde_json::Value::from(*v)))
+                .collect();
+            serde_json::json!({ "labels": labels })
+        })
+        .collect();
+    let key = |labels: &serde_json::Value| {
+        format!(
+            "{} {}",
+            labels["alertname"].as_str().unwrap_or(""),
+            labels["target"]
+                .as_str()
+                .or(labels["instance"].as_str())
+                .or(labels["model"].as_str())
+                .unwrap_or("")
+        )
+    };
+    let mut want: Vec<(String, bool)> = body
+        .iter()
+        .zip(cases)
+        .map(|(a, (_, inhibited))| (key(&a["labels"]), *inhibited))
+        .collect();
+    want.sort();
+
+    // Ready, then the alerts in; the inhibitor picks the sources up
+    // asynchronously: poll until the answer matches or time runs out.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut got: Vec<(String, bool)> = Vec::new();
+    let mut posted = false;
+    while std::time::Instant::now() < deadline {
+        if !posted {
+            posted = http
+                .post(format!("{base}/alerts"))
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(&body).unwrap())
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success());
+        } else if let Ok(r) = http.get(format!("{base}/alerts")).send().await {
+            let bytes = r.bytes().await.unwrap_or_default();
+            let alerts: Vec<serde_json::Value> = serde_json::from_slice(&bytes).unwrap_or_default();
+            got = alerts
+                .iter()
+                .map(|a| {
+                    let inhibited = a["status"]["inhibitedBy"]
+                        .as_array()
+                        .is_some_and(|v| !v.is_empty());
+                    (key(&a["labels"]), inhibited)
+                })
+                .collect();
+            got.sort();
+            if got == want {
+                return;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    panic!(
+        "Alertmanager (posted: {posted}) reports\n{got:?}\nwanted\n{want:?}\nlog:\n{}",
+        std::fs::read_to_string(dir.path().join("log")).unwrap_or_default()
+    );
+}
+
+/// Kills and reaps a child process when the test ends, however it ends.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -352,6 +645,11 @@ const KNOWN_METRICS: &[&str] = &[
     "llmprobe_sweeps_total",
     "llmprobe_in_flight_requests",
     "llmprobe_gateway_configured_max_in_flight",
+    "llmprobe_target_slo_p95_latency_seconds",
+    "llmprobe_target_slo_max_shed_ratio",
+    "llmprobe_target_slo_max_error_ratio",
+    "llmprobe_schedule_interval_seconds",
+    "llmprobe_config_last_reload_success_timestamp_seconds",
 ];
 
 const DASHBOARDS: &[&str] = &[

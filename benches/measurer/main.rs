@@ -831,6 +831,7 @@ targets:
         control,
         allow_reload: false,
         targets: Arc::new(Vec::new),
+        dead_loops: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

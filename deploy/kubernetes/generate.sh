@@ -34,8 +34,9 @@ metadata:
   namespace: llmprobe
   labels:
     app.kubernetes.io/name: llmprobe
-    # Match your Prometheus's ruleSelector (kube-prometheus-stack:
-    # release: <its release name>).
+    # What a kube-prometheus-stack release named kube-prometheus-stack
+    # selects by default; see kustomization.yaml to change it.
+    release: kube-prometheus-stack
 spec:
   groups:
 HEADER

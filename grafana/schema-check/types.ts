@@ -1,6 +1,14 @@
 // Types the generated checks use, all derived from Grafana's published schema
-// (@grafana/schema) except PromQuery, which @grafana/schema does not publish.
-import type { DataQuery, FieldConfig, FieldConfigSource, Panel } from '@grafana/schema';
+// (@grafana/schema) except PromQuery and PromAnnotationQuery, which
+// @grafana/schema does not publish.
+import type {
+  AnnotationQuery,
+  Dashboard,
+  DataQuery,
+  FieldConfig,
+  FieldConfigSource,
+  Panel,
+} from '@grafana/schema';
 
 /**
  * The JSON form of a schema type. @grafana/schema declares several fields as
@@ -52,4 +60,22 @@ export type TypedPanel<TOptions, TCustom> = Omit<Panel, 'options' | 'fieldConfig
     defaults: Omit<FieldConfig, 'custom'> & { custom?: TCustom };
   };
   targets?: PromQuery[];
+};
+
+/**
+ * A Prometheus annotation as Grafana's Prometheus data source saves it
+ * (AnnotationQuery<PromQuery> plus the options its annotation editor keeps
+ * beside the query; @grafana/schema's AnnotationQuery knows neither).
+ */
+export interface PromAnnotationQuery extends Omit<AnnotationQuery, 'target'> {
+  target?: PromQuery;
+  titleFormat?: string;
+  textFormat?: string;
+  tagKeys?: string;
+  useValueForTime?: boolean;
+}
+
+/** A dashboard whose annotations may be Prometheus annotations. */
+export type PromDashboard = Omit<Dashboard, 'annotations'> & {
+  annotations?: { list?: Array<AnnotationQuery | PromAnnotationQuery> };
 };

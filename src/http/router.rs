@@ -1,11 +1,15 @@
 //! The HTTP side of the daemon: `/metrics`, `/healthz`, `/readyz`,
 //! `POST /-/reload` and a small index page. Handlers only read shared state
 //! or send a [`Control`] message; the work happens elsewhere.
+//!
+//! `/healthz` is the liveness check: 200 while every target's measurement
+//! loop runs, 503 once one has died (what the systemd watchdog also reacts
+//! to), so that Kubernetes restarts a pod that stopped measuring.
 
 use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
@@ -49,6 +53,10 @@ pub struct TargetStatus {
 /// Produces the current status of every configured target, on demand.
 pub type TargetStatusFn = Arc<dyn Fn() -> Vec<TargetStatus> + Send + Sync>;
 
+/// Targets whose measurement loop ended although nobody stopped it, as the
+/// daemon's watchdog tick last found them; empty while all is well.
+pub type DeadLoops = Arc<RwLock<Vec<String>>>;
+
 /// Everything the handlers share.
 #[derive(Clone)]
 pub struct AppState {
@@ -62,6 +70,8 @@ pub struct AppState {
     pub allow_reload: bool,
     /// Status of the targets, for the index page.
     pub targets: TargetStatusFn,
+    /// Loops that died: `/healthz` fails while there are any.
+    pub dead_loops: DeadLoops,
 }
 
 /// Builds the router with every endpoint.
@@ -84,8 +94,23 @@ async fn metrics(State(state): State<AppState>) -> Response {
         .into_response()
 }
 
-async fn healthz() -> &'static str {
-    "ok"
+async fn healthz(State(state): State<AppState>) -> (StatusCode, String) {
+    let dead = state
+        .dead_loops
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    if dead.is_empty() {
+        (StatusCode::OK, "ok".to_string())
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "measurement stopped unexpectedly for: {}\n",
+                dead.join(", ")
+            ),
+        )
+    }
 }
 
 async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
@@ -222,6 +247,7 @@ mod tests {
     struct Running {
         base: String,
         ready: Arc<AtomicBool>,
+        dead_loops: DeadLoops,
         client: reqwest::Client,
     }
 
@@ -244,12 +270,14 @@ mod tests {
                 last_error: Some("HTTP 503 \"busy\"".to_string()),
             }]
         });
+        let dead_loops = DeadLoops::default();
         let app = router(AppState {
             metrics,
             ready: Arc::clone(&ready),
             control: tx,
             allow_reload,
             targets,
+            dead_loops: Arc::clone(&dead_loops),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -261,6 +289,7 @@ mod tests {
         Running {
             base: format!("http://{addr}"),
             ready,
+            dead_loops,
             client: reqwest::Client::builder()
                 .no_proxy()
                 .build()
@@ -318,6 +347,21 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn healthz_fails_while_a_measurement_loop_is_dead() {
+        let s = start(true, Ok(())).await;
+        s.ready.store(true, Ordering::Release);
+        *s.dead_loops.write().unwrap() = vec!["w1".to_string(), "w2".to_string()];
+        let (status, _, body) = s.get("/healthz").await;
+        assert_eq!(status, 503);
+        assert_eq!(body, "measurement stopped unexpectedly for: w1, w2\n");
+        // Readiness is about serving, not measuring: unchanged.
+        assert_eq!(s.get("/readyz").await.0, 200);
+        s.dead_loops.write().unwrap().clear();
+        let (status, _, body) = s.get("/healthz").await;
+        assert_eq!((status, body.as_str()), (200, "ok"));
+    }
+
+    #[tokio::test]
     async fn reload_reports_the_outcome() {
         let s = start(true, Ok(())).await;
         assert_eq!(s.post("/-/reload").await.0, 200);
@@ -342,6 +386,7 @@ mod tests {
             control: tx,
             allow_reload: true,
             targets: Arc::new(Vec::new),
+            dead_loops: Default::default(),
         };
         let (status, body) = reload(State(state)).await;
         assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);

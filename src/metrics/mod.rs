@@ -29,6 +29,9 @@ use prometheus::{
 use crate::stats::report::{Percentiles, SweepReport};
 use crate::stats::sample::{Outcome, Sample};
 
+pub mod config_info;
+pub use config_info::{ConfigInfo, TargetLimits};
+
 /// Content type of [`Metrics::encode`]'s output (text exposition format 0.0.4).
 pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 

@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Schedule, Target, Workload};
-use crate::metrics::Metrics;
+use crate::metrics::{ConfigInfo, Metrics, TargetLimits};
 use crate::probe::client::Client;
 use crate::stats::report::SweepReport;
 use crate::stats::sample::{Outcome, Sample};
@@ -51,6 +51,8 @@ pub struct Scheduler {
     root: CancellationToken,
     /// One loop per gateway pair (see `gateway`).
     pairs: crate::sweep::pair::PairLoops,
+    /// Each measured target's SLO and interval, for alert rules.
+    config_info: Option<ConfigInfo>,
 }
 
 /// Feeds every measured request into the running totals.
@@ -78,7 +80,14 @@ impl Scheduler {
             running: BTreeMap::new(),
             root: CancellationToken::new(),
             pairs: Default::default(),
+            config_info: None,
         }
+    }
+
+    /// Exports each measured target's SLO and interval on `info`.
+    pub fn with_config_info(mut self, info: ConfigInfo) -> Self {
+        self.config_info = Some(info);
+        self
     }
 
     /// Brings the running loops in line with `config`.
@@ -118,6 +127,9 @@ impl Scheduler {
                 }
                 if !wanted.contains_key(name.as_str()) {
                     self.metrics.forget_target(&name);
+                    if let Some(info) = &self.config_info {
+                        info.forget_target(&name);
+                    }
                     self.statuses
                         .write()
                         .unwrap_or_else(|e| e.into_inner())
@@ -151,6 +163,9 @@ impl Scheduler {
                 .entry(target.name.clone())
                 .or_default()
                 .model = target.model.clone();
+            if let Some(info) = &self.config_info {
+                info.set_target(&target.name, &limits(target, &schedule));
+            }
             let handle = tokio::spawn(target_loop(
                 target.clone(),
                 env.clone(),
@@ -192,6 +207,16 @@ impl Scheduler {
         if tokio::time::timeout(grace, all).await.is_err() {
             tracing::warn!("some sweeps did not stop within {grace:?}");
         }
+    }
+}
+
+/// What the configuration gauges export of `target`.
+fn limits(target: &Target, schedule: &Schedule) -> TargetLimits {
+    TargetLimits {
+        p95_latency: target.slo.p95_latency,
+        max_shed_ratio: target.slo.max_shed_ratio,
+        max_error_ratio: target.slo.max_error_ratio,
+        interval: schedule.interval,
     }
 }
 
