@@ -804,6 +804,7 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
         }
 
         if let Some(target) = resolve_target(t, &key, d, &workloads, env, &mut bad) {
+            check_levels_within_cap(t, &target, &key, schedule.max_in_flight_total, &mut bad);
             targets.push(Arc::new(target));
         }
     }
@@ -842,6 +843,9 @@ pub fn resolve(path: &Path, file: FileConfig, env: &dyn Env) -> Result<Config, C
 
     let fleet = crate::fleet::resolve(&file, base_dir, &workloads, env, &mut bad);
 
+    // Targets inheriting the same default say the same thing once.
+    let mut said = std::collections::BTreeSet::new();
+    problems.retain(|p| said.insert(p.clone()));
     if problems.is_empty() {
         Ok(Config {
             path: path.to_path_buf(),
@@ -972,6 +976,32 @@ fn is_label_name(s: &str) -> bool {
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
         && !s.starts_with("__")
+}
+
+/// Reports a level of `target` (resolved from `t`, problems under `key`)
+/// above the global cap: such a level could never hold all its requests in
+/// flight at once, so it would measure a smaller concurrency than it says.
+pub(crate) fn check_levels_within_cap(
+    t: &TargetFile,
+    target: &Target,
+    key: &str,
+    cap: u32,
+    bad: &mut dyn FnMut(&str, String),
+) {
+    if let Some(&level) = target.levels.iter().find(|&&l| l > cap) {
+        let levels_key = if t.levels.is_some() {
+            format!("{key}.levels")
+        } else {
+            "defaults.levels".into()
+        };
+        bad(
+            &levels_key,
+            format!(
+                "level {level} is above schedule.max_in_flight_total ({cap}): a level must hold all of its \
+                 requests in flight at once (raise the cap, or set max_concurrency)"
+            ),
+        );
+    }
 }
 
 /// Resolves one target as written (its name already checked) against the

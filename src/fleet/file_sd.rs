@@ -149,6 +149,8 @@ pub struct FileSdConfig {
     pub defaults: DefaultsFile,
     /// Workloads of the config, resolved.
     pub workloads: BTreeMap<String, Arc<Workload>>,
+    /// `schedule.max_in_flight_total`: no level may be above it.
+    pub max_in_flight_total: u32,
 }
 
 /// Validates `file_sd:` and `target_template:`, reporting through `bad`.
@@ -160,6 +162,7 @@ pub fn resolve(
     base_dir: &Path,
     defaults: &DefaultsFile,
     workloads: &BTreeMap<String, Arc<Workload>>,
+    max_in_flight_total: u32,
     env: &dyn Env,
     bad: &mut dyn FnMut(&str, String),
 ) -> Option<FileSdConfig> {
@@ -205,17 +208,27 @@ pub fn resolve(
                 t.model = Some("placeholder".into());
             }
             let mut found = false;
-            config::resolve_target(
+            let mut report = |k: &str, m: String| {
+                found = true;
+                bad(k, m)
+            };
+            let resolved = config::resolve_target(
                 &t,
                 "target_template",
                 defaults,
                 workloads,
                 env,
-                &mut |k: &str, m: String| {
-                    found = true;
-                    bad(k, m)
-                },
+                &mut report,
             );
+            if let Some(resolved) = resolved {
+                config::check_levels_within_cap(
+                    &t,
+                    &resolved,
+                    "target_template",
+                    max_in_flight_total,
+                    &mut report,
+                );
+            }
             ok &= !found;
         }
         Err(_) => {
@@ -229,6 +242,7 @@ pub fn resolve(
         template,
         defaults: defaults.clone(),
         workloads: workloads.clone(),
+        max_in_flight_total,
     })
 }
 
@@ -627,14 +641,24 @@ pub fn targets(
                 continue;
             }
             let mut problems = Vec::new();
+            let mut report = |k: &str, m: String| problems.push(format!("{k}: {m}"));
             let target = config::resolve_target(
                 &tf,
                 &key,
                 &config.defaults,
                 &config.workloads,
                 env,
-                &mut |k: &str, m: String| problems.push(format!("{k}: {m}")),
+                &mut report,
             );
+            if let Some(t) = &target {
+                config::check_levels_within_cap(
+                    &tf,
+                    t,
+                    &key,
+                    config.max_in_flight_total,
+                    &mut report,
+                );
+            }
             match target {
                 Some(t) if problems.is_empty() => good.push(Arc::new(t)),
                 _ => invalid.push(problems.join("; ")),
@@ -1093,6 +1117,7 @@ mod tests {
                 ..Default::default()
             },
             workloads: [("chat".to_string(), workload)].into_iter().collect(),
+            max_in_flight_total: 64,
         });
         let mut w = Watcher::new(config);
         let env = crate::config::ProcessEnv;

@@ -51,6 +51,7 @@ pub fn resolve(
         base_dir,
         &file.defaults,
         workloads,
+        file.schedule.max_in_flight_total,
         env,
         bad,
     );

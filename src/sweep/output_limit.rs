@@ -1,7 +1,9 @@
 //! Which request field bounds a server's output, found at warm-up when the
 //! configuration does not say: some servers ignore `max_completion_tokens`
 //! and only honour `max_tokens` (llama-cpp-python), and without a limit a
-//! request runs until the context is full. The verdict on one warm-up
+//! request runs until the context is full. One warm-up request per field
+//! tried, with the workload's own limit: more output than that (or a 400
+//! naming the field) means the field is not honoured. The verdict on one
 //! request is pure; trying the fields in turn sends requests.
 
 use std::sync::Arc;
@@ -12,10 +14,6 @@ use crate::config::{MaxTokensField, Target, Workload};
 use crate::stats::report::OutputLimit;
 use crate::stats::sample::{Outcome, Sample, TokenSource};
 use crate::sweep::{Requests, SweepEnv};
-
-/// Output limit asked for while checking: small, so that a server that
-/// ignores it shows it (a natural answer is longer) without generating long.
-pub const CHECK_TOKENS: u32 = 4;
 
 /// The fields tried, in order.
 const ORDER: [MaxTokensField; 3] = [
@@ -95,12 +93,12 @@ pub(crate) async fn choose(
     }
     let mut seen = Vec::new();
     for field in ORDER {
-        let requests = Requests::with_limit(target, workload, base_url, field, CHECK_TOKENS);
+        let requests = Requests::for_sweep(target, workload, base_url, field);
         let Some((sample, _)) = requests.send(env, cancel, 0, false).await else {
             // Cancelled: the sweep ends anyway.
             return Ok((ORDER[0], limit(ORDER[0], "default", None)));
         };
-        match judge(&sample, field, u64::from(CHECK_TOKENS)) {
+        match judge(&sample, field, u64::from(workload.max_completion_tokens)) {
             Verdict::Bounded => {
                 let note = (!seen.is_empty()).then(|| seen.join("; "));
                 if let Some(note) = &note {
@@ -132,7 +130,8 @@ pub(crate) async fn choose(
     }
     Err(format!(
         "nothing bounds the server's output: neither `max_completion_tokens`, nor `max_tokens`, \
-         nor both kept it within {CHECK_TOKENS} tokens ({})",
+         nor both kept it within {} tokens ({})",
+        workload.max_completion_tokens,
         seen.join("; ")
     ))
 }

@@ -57,30 +57,18 @@ impl Requests {
         base_url: &str,
         field: MaxTokensField,
     ) -> Self {
-        Self::with_limit(
-            target,
-            workload,
-            base_url,
-            field,
-            workload.max_completion_tokens,
-        )
-    }
-
-    /// As [`Requests::for_sweep`], asking for at most `max_tokens`.
-    pub(crate) fn with_limit(
-        target: &Arc<Target>,
-        workload: &Arc<Workload>,
-        base_url: &str,
-        field: MaxTokensField,
-        max_tokens: u32,
-    ) -> Self {
         Requests {
             target: target.clone(),
             workload: workload.clone(),
             url: format!("{base_url}/chat/completions"),
-            bodies: Bodies::new(&target.model, workload, field, max_tokens),
+            bodies: Bodies::new(
+                &target.model,
+                workload,
+                field,
+                workload.max_completion_tokens,
+            ),
             pool: Bodies::new(&target.model, workload, field, POOL_OUTPUT_TOKENS),
-            output_limit: u64::from(max_tokens),
+            output_limit: u64::from(workload.max_completion_tokens),
         }
     }
 
