@@ -12,7 +12,7 @@ pub struct Cli {
     /// What to do (default: run the daemon).
     #[command(subcommand)]
     pub command: Option<Command>,
-    /// Configuration file (for the default `run` command).
+    /// Configuration file (`report` reads one only when this is given).
     #[arg(long, global = true)]
     pub config: Option<PathBuf>,
     /// Log format.
@@ -33,6 +33,18 @@ pub enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
+        /// Write the output to this file instead of standard output.
+        #[arg(long)]
+        output: Option<PathBuf>,
+    },
+    /// Render a saved `sweep --format json` document as an HTML report
+    /// (`--config` adds the configuration and SLO lines).
+    Report {
+        /// The JSON document (`-` for standard input).
+        results: PathBuf,
+        /// Write the report to this file instead of standard output.
+        #[arg(long)]
+        output: Option<PathBuf>,
     },
     /// Validate the configuration and explain what it will do; exit 1 on error.
     CheckConfig,
@@ -47,6 +59,8 @@ pub enum Format {
     Table,
     /// One JSON document (see docs/measuring.md).
     Json,
+    /// One self-contained HTML page with charts (see docs/report.md).
+    Html,
 }
 
 /// Log line formats.

@@ -10,6 +10,7 @@ pub mod fleet;
 pub mod http;
 pub mod metrics;
 pub mod probe;
+pub mod report_html;
 pub mod schedule;
 pub mod sim;
 pub mod stats;
@@ -81,6 +82,11 @@ pub async fn run(
                     model: s.model.clone(),
                     last_success_unix: s.last_success_unix,
                     last_error: s.last_error.clone(),
+                    report: s.last_report.clone(),
+                    settings: s
+                        .target
+                        .as_deref()
+                        .map(report_html::TargetSettings::from_target),
                 })
                 .collect()
         }),

@@ -1,13 +1,14 @@
 //! The `llmprobe` binary: parses arguments, sets up logging, calls into the
 //! library and maps errors to exit codes.
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Parser;
 use tokio_util::sync::CancellationToken;
 
 use llmprobe::cli::{Cli, Command, Format, LogFormat};
-use llmprobe::{config, signals, terminal};
+use llmprobe::{config, report_html, signals, terminal};
 
 fn init_tracing(format: LogFormat, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -27,7 +28,7 @@ fn main() -> ExitCode {
     // clutter the terminal.
     let quiet = matches!(
         cli.command,
-        Some(Command::Sweep { .. }) | Some(Command::CheckConfig)
+        Some(Command::Sweep { .. }) | Some(Command::CheckConfig) | Some(Command::Report { .. })
     );
     init_tracing(cli.log_format, if quiet { "warn" } else { "info" });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -49,7 +50,22 @@ fn main() -> ExitCode {
     }
 }
 
+/// Writes `text` to `output`, or to standard output when there is none.
+fn emit(text: &str, output: Option<&Path>) -> anyhow::Result<()> {
+    match output {
+        Some(path) => std::fs::write(path, text)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display())),
+        None => {
+            print!("{text}");
+            Ok(())
+        }
+    }
+}
+
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    // `report` reads a configuration only when one is named: the default
+    // one need not be what produced the results.
+    let given_config = cli.config.clone();
     let path = llmprobe::config_path(cli.config);
     match cli.command.unwrap_or(Command::Run) {
         Command::CheckConfig => match config::load(&path) {
@@ -62,7 +78,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 Ok(ExitCode::FAILURE)
             }
         },
-        Command::Sweep { targets, format } => {
+        Command::Sweep {
+            targets,
+            format,
+            output,
+        } => {
             let config = match config::load(&path) {
                 Ok(c) => c,
                 Err(e) => {
@@ -75,22 +95,60 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let pairs =
                 llmprobe::sweep::pair::measure_once(&config, &targets, llmprobe::progress_wanted())
                     .await?;
-            match format {
-                Format::Table => {
-                    print!(
-                        "{}{}",
-                        terminal::table(&reports),
-                        terminal::pairs_table(&pairs)
-                    )
-                }
-                Format::Json => println!("{}", terminal::json_with_pairs(&reports, &pairs)),
-            }
             let all_ok = reports.iter().all(|r| r.success) && pairs.iter().all(|p| p.success);
+            let text = match format {
+                Format::Table => format!(
+                    "{}{}",
+                    terminal::table(&reports),
+                    terminal::pairs_table(&pairs)
+                ),
+                Format::Json => format!("{}\n", terminal::json_with_pairs(&reports, &pairs)),
+                Format::Html => {
+                    let settings =
+                        report_html::settings::from_config(&llmprobe::fleet::view_once(&config));
+                    let results = terminal::Results {
+                        format_version: terminal::JSON_FORMAT_VERSION,
+                        llmprobe_version: env!("CARGO_PKG_VERSION").to_string(),
+                        targets: reports,
+                        gateway_pairs: pairs,
+                    };
+                    report_html::report(&results, &settings)
+                }
+            };
+            emit(&text, output.as_deref())?;
             Ok(if all_ok {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(2)
             })
+        }
+        Command::Report { results, output } => {
+            let text = if results.as_os_str() == "-" {
+                std::io::read_to_string(std::io::stdin())
+                    .map_err(|e| anyhow::anyhow!("cannot read standard input: {e}"))?
+            } else {
+                std::fs::read_to_string(&results)
+                    .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", results.display()))?
+            };
+            let doc = match terminal::read_json(&text) {
+                Ok(d) => d,
+                Err(e) => {
+                    eprintln!("{}: {e}", results.display());
+                    return Ok(ExitCode::FAILURE);
+                }
+            };
+            let settings = match given_config {
+                None => Default::default(),
+                Some(_) => match config::load(&path) {
+                    Ok(c) => report_html::settings::from_config(&llmprobe::fleet::view_once(&c)),
+                    Err(e) => {
+                        eprintln!("{e}");
+                        return Ok(ExitCode::FAILURE);
+                    }
+                },
+            };
+            emit(&report_html::report(&doc, &settings), output.as_deref())?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Simulate(args) => {
             let (listen, sim) = (*args).into_config();

@@ -1,11 +1,12 @@
-//! Renders sweep reports for a terminal (tables) or scripts (JSON).
+//! Renders sweep reports for a terminal (tables) or scripts (JSON), and
+//! reads such a JSON document back.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::stats::report::{LevelSummary, SweepReport};
+use crate::stats::report::{Capacity, LevelSummary, SweepReport, WorkloadReport};
 use crate::sweep::pair::PairReport;
 
 /// Version of the JSON document's shape; bumped on incompatible changes.
@@ -18,6 +19,38 @@ struct Document<'a> {
     targets: &'a [SweepReport],
     // Added without a version bump: readers of version 1 ignore unknown keys.
     gateway_pairs: &'a [PairReport],
+}
+
+/// A JSON document read back (`llmprobe report`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Results {
+    /// Shape of the document; only [`JSON_FORMAT_VERSION`] is read.
+    pub format_version: u32,
+    /// Version of llmprobe that wrote it.
+    pub llmprobe_version: String,
+    /// One report per target.
+    pub targets: Vec<SweepReport>,
+    /// Gateway pairs (absent from documents written before pairs existed).
+    #[serde(default)]
+    pub gateway_pairs: Vec<PairReport>,
+}
+
+/// Reads a document written by [`json_with_pairs`]; the error names the
+/// place in the document that could not be read.
+pub fn read_json(text: &str) -> Result<Results, String> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let results: Results =
+        serde_path_to_error::deserialize(&mut de).map_err(|e| match e.path().to_string() {
+            p if p == "." => e.inner().to_string(),
+            p => format!("{p}: {}", e.inner()),
+        })?;
+    if results.format_version != JSON_FORMAT_VERSION {
+        return Err(format!(
+            "format_version {} is not {JSON_FORMAT_VERSION}, the version this llmprobe reads",
+            results.format_version
+        ));
+    }
+    Ok(results)
 }
 
 /// The reports as one stable JSON document (documented in the README).
@@ -48,11 +81,16 @@ fn num(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.1}"))
 }
 
-fn errors(l: &LevelSummary) -> u64 {
-    l.requests - l.outcomes.get("ok").copied().unwrap_or(0) - shed(l)
+/// Requests that failed for a reason other than shedding.
+pub(crate) fn errors(l: &LevelSummary) -> u64 {
+    // Saturating: a document read back may not add up.
+    l.requests
+        .saturating_sub(l.outcomes.get("ok").copied().unwrap_or(0))
+        .saturating_sub(shed(l))
 }
 
-fn shed(l: &LevelSummary) -> u64 {
+/// Requests shed (503) or rate limited (429).
+pub(crate) fn shed(l: &LevelSummary) -> u64 {
     l.outcomes.get("shed").copied().unwrap_or(0)
         + l.outcomes.get("rate_limited").copied().unwrap_or(0)
 }
@@ -125,74 +163,85 @@ pub fn table(reports: &[SweepReport]) -> String {
                 "  knee: {}   recommended max_in_flight: {}   throughput at knee: {:.1} tok/s",
                 c.knee_concurrency, c.recommended_max_in_flight, c.throughput_tokens_per_second
             );
-            let sat = match c.saturation_concurrency {
-                None => "throughput still growing at the last level".to_string(),
-                Some(s) if c.saturated_before_knee => {
-                    format!(
-                        "throughput stopped growing at concurrency {s}, at or below the knee: more requests only queue \
-                         (if that comes early, the model may not fit in GPU memory)"
-                    )
-                }
-                Some(s) => format!("throughput stopped growing at concurrency {s}"),
-            };
-            let _ = writeln!(out, "  saturation: {sat}");
+            let _ = writeln!(out, "  saturation: {}", saturation(c));
             if let Some(why) = &c.stopped_because {
                 let _ = writeln!(out, "  stopped climbing: {why}");
             }
-            let mut examples = BTreeMap::new();
-            for l in &w.levels {
-                for (outcome, e) in &l.error_examples {
-                    examples.entry(*outcome).or_insert(e);
-                }
-            }
-            for (outcome, e) in examples {
-                let _ = writeln!(out, "  {outcome}, e.g.: {e}");
-            }
-            let sources: Vec<&str> = w.levels.iter().map(|l| l.token_source).collect();
-            if let Some(src) = sources.first() {
-                let src = if sources.iter().all(|s| s == src) {
-                    *src
-                } else {
-                    "mixed"
-                };
-                let _ = writeln!(out, "  output tokens counted from: {src}");
-            }
-            let per_chunk = w
-                .levels
-                .iter()
-                .filter_map(|l| l.tokens_per_content_chunk)
-                .fold(0.0, f64::max);
-            if per_chunk > 1.05 {
-                let _ = writeln!(
-                    out,
-                    "  note: chunks carry up to {per_chunk:.1} tokens each; inter-token latency is measured per chunk"
-                );
-            }
-            let cut: u64 = w
-                .levels
-                .iter()
-                .map(|l| l.streams_without_finish_reason)
-                .sum();
-            if cut > 0 {
-                let _ = writeln!(
-                    out,
-                    "  warning: {cut} streams ended without finish_reason (cut off by the server?)"
-                );
-            }
-            let samples = w
-                .levels
-                .iter()
-                .map(|l| l.latency_seconds.count)
-                .min()
-                .unwrap_or(0);
-            if samples > 0 && samples < 20 {
-                let _ = writeln!(
-                    out,
-                    "  note: as few as {samples} samples per level; p95 is a rough figure"
-                );
+            for line in notes(w) {
+                let _ = writeln!(out, "  {line}");
             }
         }
         out.push('\n');
+    }
+    out
+}
+
+/// Where throughput stopped growing, in words.
+pub fn saturation(c: &Capacity) -> String {
+    match c.saturation_concurrency {
+        None => "throughput still growing at the last level".to_string(),
+        Some(s) if c.saturated_before_knee => {
+            format!(
+                "throughput stopped growing at concurrency {s}, at or below the knee: more requests only queue \
+                 (if that comes early, the model may not fit in GPU memory)"
+            )
+        }
+        Some(s) => format!("throughput stopped growing at concurrency {s}"),
+    }
+}
+
+/// What a reader of a workload's numbers should know besides them: an
+/// example error per failed outcome, how tokens were counted, warnings.
+pub fn notes(w: &WorkloadReport) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut examples = BTreeMap::new();
+    for l in &w.levels {
+        for (outcome, e) in &l.error_examples {
+            examples.entry(*outcome).or_insert(e);
+        }
+    }
+    for (outcome, e) in examples {
+        out.push(format!("{outcome}, e.g.: {e}"));
+    }
+    let sources: Vec<&str> = w.levels.iter().map(|l| l.token_source).collect();
+    if let Some(src) = sources.first() {
+        let src = if sources.iter().all(|s| s == src) {
+            *src
+        } else {
+            "mixed"
+        };
+        out.push(format!("output tokens counted from: {src}"));
+    }
+    let per_chunk = w
+        .levels
+        .iter()
+        .filter_map(|l| l.tokens_per_content_chunk)
+        .fold(0.0, f64::max);
+    if per_chunk > 1.05 {
+        out.push(format!(
+            "note: chunks carry up to {per_chunk:.1} tokens each; inter-token latency is measured per chunk"
+        ));
+    }
+    let cut: u64 = w
+        .levels
+        .iter()
+        .map(|l| l.streams_without_finish_reason)
+        .sum();
+    if cut > 0 {
+        out.push(format!(
+            "warning: {cut} streams ended without finish_reason (cut off by the server?)"
+        ));
+    }
+    let samples = w
+        .levels
+        .iter()
+        .map(|l| l.latency_seconds.count)
+        .min()
+        .unwrap_or(0);
+    if samples > 0 && samples < 20 {
+        out.push(format!(
+            "note: as few as {samples} samples per level; p95 is a rough figure"
+        ));
     }
     out
 }

@@ -3,12 +3,14 @@
 //! each `testdata/bad-*.yml` and its stderr must equal `bad-*.expected`
 //! (with `<root>` standing for the repository, should a path be absolute).
 
-use std::path::Path;
-use std::process::Command;
+mod support;
+
+use support::binary::llmprobe;
+use support::paths::repo;
 
 #[test]
 fn each_bad_config_gives_its_expected_message() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = repo();
     let mut cases: Vec<_> = std::fs::read_dir(root.join("testdata"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -23,9 +25,8 @@ fn each_bad_config_gives_its_expected_message() {
         let expected_path = root.join(config.replace(".yml", ".expected"));
         let expected = std::fs::read_to_string(&expected_path)
             .unwrap_or_else(|e| panic!("{}: {e}", expected_path.display()));
-        let out = Command::new(env!("CARGO_BIN_EXE_llmprobe"))
+        let out = llmprobe()
             .args(["check-config", "--config", &config])
-            .current_dir(root)
             .env_remove("LLMPROBE_BAD_CONFIG_TEST_UNSET")
             .env("RUST_LOG", "off")
             .output()

@@ -1,23 +1,18 @@
 //! The built binary's one-shot commands on the shipped configuration.
 
-use std::process::Command;
+mod support;
+
+use support::paths::ScratchDir;
+use support::process::assert_success;
 
 fn llmprobe(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_llmprobe"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap()
+    support::binary::llmprobe().args(args).output().unwrap()
 }
 
 #[test]
 fn sweep_of_the_shipped_config_shows_the_simulators_knee() {
     let out = llmprobe(&["sweep", "--format", "json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success("llmprobe sweep", &out);
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["format_version"], 1);
     let t = &doc["targets"][0];
@@ -67,8 +62,7 @@ fn unknown_target_and_check_config() {
         "{text}"
     );
 
-    let dir = std::env::temp_dir().join(format!("llmprobe-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = ScratchDir::new("cli");
     let bad = dir.join("bad.yaml");
     std::fs::write(
         &bad,
@@ -86,22 +80,16 @@ fn unknown_target_and_check_config() {
         err.contains("bad.yaml: targets[0] (x).workloads: missing"),
         "{err}"
     );
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
 fn the_commented_example_config_is_valid() {
-    let out = Command::new(env!("CARGO_BIN_EXE_llmprobe"))
+    let out = support::binary::llmprobe()
         .args(["check-config", "--config", "config/example.yaml"])
         .env("WORKER_API_KEY", "example-key")
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success("llmprobe check-config --config config/example.yaml", &out);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("workload long-documents: 2 prompts"),

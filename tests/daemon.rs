@@ -5,7 +5,12 @@ mod support;
 
 use std::time::Duration;
 
-use support::{metric, start, write_config, Behavior, Daemon};
+use support::binary::Running;
+use support::config::{write_config, Yaml};
+use support::daemon::Daemon;
+use support::exposition::metric;
+use support::server::{start, Behavior};
+use support::{promtool, wait};
 
 fn sim_target(name: &str, max_in_flight: u32) -> String {
     format!(
@@ -17,25 +22,14 @@ fn sim_target(name: &str, max_in_flight: u32) -> String {
 }
 
 fn config(targets: &str) -> String {
-    format!(
-        r#"
-listen: "127.0.0.1:0"
-schedule: {{ interval: 1s, jitter: 10%, max_in_flight_total: 64, sweep_timeout: 60s }}
-defaults:
-  workload: chat
-  warmup_requests: 1
-  levels: [1, 2, 4, 8]
-  requests_per_level: 1x
-  min_requests_per_level: 4
-  request_timeout: 10s
-  slo: {{ p95_latency: 10s, max_shed_ratio: 0.05, max_error_ratio: 0.05 }}
-workloads:
-  chat:
-    max_completion_tokens: 8
-    prompts: ["hello"]
-targets:{targets}
-"#
-    )
+    Yaml {
+        jitter: "10%",
+        levels: "[1, 2, 4, 8]",
+        slo: Some("{ p95_latency: 10s, max_shed_ratio: 0.05, max_error_ratio: 0.05 }"),
+        rest: &format!("targets:{targets}"),
+        ..Yaml::default()
+    }
+    .render()
 }
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -44,6 +38,15 @@ fn knee(text: &str, target: &str) -> Option<f64> {
     metric(
         text,
         "llmprobe_capacity_knee_concurrency",
+        &[("target", target)],
+    )
+}
+
+/// When the latest sweep of `target` completed, as exported.
+fn last_sweep(text: &str, target: &str) -> Option<f64> {
+    metric(
+        text,
+        "llmprobe_sweep_last_completion_timestamp_seconds",
         &[("target", target)],
     )
 }
@@ -151,68 +154,24 @@ async fn metrics_families_values_and_promtool() {
         );
     }
     // The results refresh on the schedule.
-    let first = metric(
-        &text,
-        "llmprobe_sweep_last_completion_timestamp_seconds",
-        &[("target", "sim-a")],
-    )
-    .unwrap();
+    let first = last_sweep(&text, "sim-a").unwrap();
     d.wait_for(WAIT, "a second sweep", |t| {
-        metric(
-            t,
-            "llmprobe_sweep_last_completion_timestamp_seconds",
-            &[("target", "sim-a")],
-        )
-        .is_some_and(|v| v > first)
+        last_sweep(t, "sim-a").is_some_and(|v| v > first)
     })
     .await;
 
-    let text = d.metrics().await;
-    let out = promtool_check_metrics(&text);
-    assert!(out.0, "promtool check metrics failed:\n{}", out.1);
-    assert!(out.1.trim().is_empty(), "promtool complained:\n{}", out.1);
+    promtool::assert_metrics_clean(&d.metrics().await);
 
     let health = reqwest::get(d.url("/healthz")).await.unwrap();
     assert_eq!(health.status(), 200);
     let ready = reqwest::get(d.url("/readyz")).await.unwrap();
     assert_eq!(ready.status(), 200);
-    let index = reqwest::get(d.url("/"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let index = d.get("/").await;
     assert!(
         index.contains("sim-a") && index.contains("/metrics"),
         "{index}"
     );
     d.stop().await;
-}
-
-fn promtool_check_metrics(text: &str) -> (bool, String) {
-    use std::io::Write;
-    let mut child = std::process::Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("promtool not found: install Debian's `prometheus` package (scripts/test does)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -243,29 +202,16 @@ async fn reload_adds_removes_and_rejects_bad_config() {
         config(&sim_target("new", 4)).replace("levels: [1, 2, 4, 8]", "levels: [4, 2]"),
     )
     .unwrap();
-    d.reload
-        .send(llmprobe::signals::Signal::Reload)
-        .await
-        .unwrap();
+    d.signal_reload().await;
     let text = d
         .wait_for(WAIT, "failed reload", |t| {
             metric(t, "llmprobe_config_last_reload_successful", &[]) == Some(0.0)
         })
         .await;
     assert_eq!(knee(&text, "new"), Some(4.0));
-    let before = metric(
-        &text,
-        "llmprobe_sweep_last_completion_timestamp_seconds",
-        &[("target", "new")],
-    )
-    .unwrap();
+    let before = last_sweep(&text, "new").unwrap();
     d.wait_for(WAIT, "new still swept", |t| {
-        metric(
-            t,
-            "llmprobe_sweep_last_completion_timestamp_seconds",
-            &[("target", "new")],
-        )
-        .is_some_and(|v| v > before)
+        last_sweep(t, "new").is_some_and(|v| v > before)
     })
     .await;
     let r = client.post(d.url("/-/reload")).send().await.unwrap();
@@ -292,10 +238,7 @@ async fn global_in_flight_cap_holds_across_targets() {
         ["a", "b", "c"].iter().all(|n| knee(t, n).is_some())
     })
     .await;
-    let max = server
-        .seen
-        .max_in_flight
-        .load(std::sync::atomic::Ordering::SeqCst);
+    let max = server.max_in_flight();
     assert!(
         max <= 5,
         "the server saw {max} requests in flight, over the cap of 5"
@@ -317,76 +260,39 @@ fn sigterm_exits_zero_promptly() {
         server.base_url()
     ))
     .replace("request_timeout: 10s", "request_timeout: 60s");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let path = write_config(&yaml.replace("127.0.0.1:0", &format!("127.0.0.1:{port}")));
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_llmprobe"))
-        .args(["run", "--config"])
-        .arg(&path)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while server
-        .seen
-        .requests
-        .load(std::sync::atomic::Ordering::SeqCst)
-        == 0
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the daemon never sent a request"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let sent = std::time::Instant::now();
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            assert!(s.success(), "exit status {s}");
-            break;
-        }
-        assert!(
-            sent.elapsed() < Duration::from_secs(8),
-            "did not exit within 8 s of SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let daemon = Running::start(&write_config(&yaml), &[]);
+    wait::poll_blocking(
+        "the daemon's first request",
+        Duration::from_secs(20),
+        || {
+            daemon.process.assert_running();
+            (server.requests() > 0)
+                .then_some(())
+                .ok_or_else(|| "the daemon never sent a request".to_string())
+        },
+    );
+    let s = daemon.stop(Duration::from_secs(8));
+    assert!(s.success(), "exit status {s}");
     // The connections were closed: the server sees its requests go away.
-    let deadline = std::time::Instant::now() + Duration::from_secs(3);
-    while server
-        .seen
-        .in_flight
-        .load(std::sync::atomic::Ordering::SeqCst)
-        > 0
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "requests still open after exit"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait::poll_blocking(
+        "requests closed after exit",
+        Duration::from_secs(3),
+        || match server.in_flight() {
+            0 => Ok(()),
+            n => Err(format!("{n} requests still open after exit")),
+        },
+    );
     drop(rt);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_gate_postpones_while_the_server_is_busy() {
     let server = start(Behavior::default()).await;
-    server
-        .seen
-        .busy
-        .store(3, std::sync::atomic::Ordering::SeqCst);
+    server.set_busy(3);
     let targets = format!(
         "\n  - name: gated\n    base_url: {}\n    model: m\n    idle_gate: {{ metrics_url: \"http://{}/metrics\", metric: busy_requests, max_value: 1, retry_every: 200ms }}",
         server.base_url(),
-        server.addr
+        server.addr()
     );
     let d = Daemon::start(write_config(&config(&targets))).await;
     let postponed = |t: &str| {
@@ -394,18 +300,8 @@ async fn idle_gate_postpones_while_the_server_is_busy() {
     };
     d.wait_for(WAIT, "postponements", |t| postponed(t) >= 3.0)
         .await;
-    assert_eq!(
-        server
-            .seen
-            .requests
-            .load(std::sync::atomic::Ordering::SeqCst),
-        0,
-        "no request while busy"
-    );
-    server
-        .seen
-        .busy
-        .store(1, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(server.requests(), 0, "no request while busy");
+    server.set_busy(1);
     d.wait_for(WAIT, "sweep once idle", |t| knee(t, "gated").is_some())
         .await;
     d.stop().await;

@@ -1,5 +1,7 @@
 //! Setup discovery against fake servers that imitate each kind's endpoints.
 
+mod support;
+
 use axum::http::header::SERVER;
 use axum::response::IntoResponse;
 use axum::routing::get;
@@ -8,13 +10,8 @@ use serde_json::json;
 
 use llmprobe::probe::client::Client;
 use llmprobe::probe::setup::{discover, Setup};
-
-async fn serve(app: Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.ok() });
-    format!("http://{addr}/v1")
-}
+use support::ports::refusing_base_url;
+use support::server::serve;
 
 fn models(ids: &'static [&'static str]) -> Router {
     Router::new().route(
@@ -26,10 +23,10 @@ fn models(ids: &'static [&'static str]) -> Router {
 }
 
 async fn setup_of(app: Router, model: &str) -> Setup {
-    let base = serve(app).await;
+    let server = serve(app).await;
     discover(
         &Client::new(std::time::Duration::from_secs(2)).unwrap(),
-        &base,
+        &server.base_url(),
         None,
         model,
     )
@@ -113,12 +110,9 @@ async fn a_server_that_tells_nothing() {
 
 #[tokio::test]
 async fn an_unreachable_server_does_not_fail() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}/v1", listener.local_addr().unwrap());
-    drop(listener);
     let s = discover(
         &Client::new(std::time::Duration::from_secs(1)).unwrap(),
-        &base,
+        &refusing_base_url(),
         None,
         "m",
     )

@@ -15,19 +15,19 @@
 //! - each Markdown file named in plain prose (`see README-fleet.md`): it exists
 //!   relative to the file or to the repository root.
 
+mod support;
+
 use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::fs;
 use std::path::{Component, Path, PathBuf};
 
+use support::paths::repo;
+
 /// Markdown files that the documents name but that live outside this
 /// repository: the method document of the development workspace
 /// (`../shared/design.md`).
 const OUTSIDE_THE_REPOSITORY: &[&str] = &["design.md"];
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 #[test]
 fn every_relative_link_in_the_markdown_files_resolves() {

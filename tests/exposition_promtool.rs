@@ -2,9 +2,9 @@
 //! `promtool check metrics` (Debian's `prometheus` package) without a single
 //! complaint. promtool missing is a failure, not a skip: CI installs it.
 
+mod support;
+
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use llmprobe::metrics::Metrics;
@@ -181,32 +181,5 @@ fn promtool_check_metrics_finds_nothing_to_complain_about() {
         assert!(text.contains(family), "{family} missing from:\n{text}");
     }
 
-    let promtool = std::env::var("PROMTOOL").unwrap_or_else(|_| "promtool".to_string());
-    let mut child = match Command::new(&promtool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Ok(child) => child,
-        Err(e) => panic!(
-            "cannot run `{promtool}` ({e}): this test needs promtool; install Debian's \
-             `prometheus` package (apt-get install -y prometheus) or set PROMTOOL to its path"
-        ),
-    };
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(text.as_bytes())
-        .expect("write to promtool");
-    let out = child.wait_with_output().expect("promtool output");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && stdout.trim().is_empty() && stderr.trim().is_empty(),
-        "promtool check metrics: {}\nstdout:\n{stdout}\nstderr:\n{stderr}\nexposition:\n{text}",
-        out.status
-    );
+    support::promtool::assert_metrics_clean(&text);
 }

@@ -10,7 +10,10 @@ use std::time::Duration;
 
 use llmprobe::config::{self, Config, Endpoint, ProcessEnv};
 use llmprobe::fleet::Fleet;
-use support::{metric, start, write_config, Behavior, Daemon};
+use support::config::{write_config, Yaml};
+use support::daemon::Daemon;
+use support::exposition::metric;
+use support::server::{start, Behavior};
 
 /// Tests that set `LLMPROBE__*` or `HOSTNAME` hold this, as does every test
 /// that loads a config with environment overrides, so none sees another's.
@@ -18,25 +21,17 @@ use support::{metric, start, write_config, Behavior, Daemon};
 static ENV: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn config_text(file_sd: &str, static_targets: &str) -> String {
-    format!(
-        r#"
-listen: "127.0.0.1:0"
-schedule: {{ interval: 1s, jitter: 0%, max_in_flight_total: 64, sweep_timeout: 30s }}
-defaults:
-  workload: chat
-  warmup_requests: 0
-  levels: [1, 2, 4]
-  requests_per_level: 1x
-  min_requests_per_level: 2
-  request_timeout: 5s
-workloads:
-  chat:
-    max_completion_tokens: 4
-    prompts: ["hello"]
-{file_sd}
-targets: {static_targets}
-"#
-    )
+    Yaml {
+        sweep_timeout: "30s",
+        warmup_requests: 0,
+        levels: "[1, 2, 4]",
+        min_requests_per_level: 2,
+        request_timeout: "5s",
+        max_completion_tokens: 4,
+        rest: &format!("{file_sd}\ntargets: {static_targets}"),
+        ..Yaml::default()
+    }
+    .render()
 }
 
 const TEMPLATE: &str = r#"
@@ -224,38 +219,40 @@ fn config_problems_name_the_key() {
             .unwrap_err()
             .to_string()
     };
-    let e = bad("file_sd: {files: ['/x/*/a.json']}\n");
-    assert!(
-        e.contains("file_sd.files[0]: `/x/*/a.json`: wildcards are only allowed in the file name"),
-        "{e}"
-    );
-    let e = bad("file_sd: {files: [a.json]}\ntarget_template: {scheme: ftp}\n");
-    assert!(
-        e.contains("target_template.scheme: must be `http` or `https`, got `ftp`"),
-        "{e}"
-    );
-    let e = bad("file_sd: {files: [a.json]}\ntarget_template: {workloads: [nope]}\n");
-    assert!(
-        e.contains("target_template.workloads: workload `nope` is not defined"),
-        "{e}"
-    );
-    let e = bad("file_sd: {files: [a.json]}\ntarget_template: {api_key_env: LLMPROBE_TEST_UNSET_VARIABLE}\n");
-    assert!(e.contains("target_template.api_key_env: environment variable `LLMPROBE_TEST_UNSET_VARIABLE` is not set"), "{e}");
-    let e = bad("target_template: {model: m}\n");
-    assert!(
-        e.contains("target_template: is only used with `file_sd`"),
-        "{e}"
-    );
-    let e = bad("file_sd: {files: [a.json], refresh: 1s}\n");
-    assert!(
-        e.contains("file_sd.refresh: unknown field `refresh`"),
-        "{e}"
-    );
-    let e = bad("shard: {index: 3, count: 3}\n");
-    assert!(
-        e.contains("shard.index: shard 3 does not exist with `count: 3`"),
-        "{e}"
-    );
+    // Each part of a config, and the problem that must be named.
+    for (part, problem) in [
+        (
+            "file_sd: {files: ['/x/*/a.json']}\n",
+            "file_sd.files[0]: `/x/*/a.json`: wildcards are only allowed in the file name",
+        ),
+        (
+            "file_sd: {files: [a.json]}\ntarget_template: {scheme: ftp}\n",
+            "target_template.scheme: must be `http` or `https`, got `ftp`",
+        ),
+        (
+            "file_sd: {files: [a.json]}\ntarget_template: {workloads: [nope]}\n",
+            "target_template.workloads: workload `nope` is not defined",
+        ),
+        (
+            "file_sd: {files: [a.json]}\ntarget_template: {api_key_env: LLMPROBE_TEST_UNSET_VARIABLE}\n",
+            "target_template.api_key_env: environment variable `LLMPROBE_TEST_UNSET_VARIABLE` is not set",
+        ),
+        (
+            "target_template: {model: m}\n",
+            "target_template: is only used with `file_sd`",
+        ),
+        (
+            "file_sd: {files: [a.json], refresh: 1s}\n",
+            "file_sd.refresh: unknown field `refresh`",
+        ),
+        (
+            "shard: {index: 3, count: 3}\n",
+            "shard.index: shard 3 does not exist with `count: 3`",
+        ),
+    ] {
+        let e = bad(part);
+        assert!(e.contains(problem), "{e}");
+    }
 }
 
 #[test]
@@ -300,7 +297,7 @@ async fn daemon_refreshes_reloads_and_counts_read_errors() {
             .map(|n| {
                 format!(
                     r#"{{"targets": ["{}"], "labels": {{"name": "{n}"}}}}"#,
-                    server.addr
+                    server.addr()
                 )
             })
             .collect();

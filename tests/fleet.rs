@@ -14,11 +14,15 @@ mod support;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{write_config, Daemon};
-use tokio_util::sync::CancellationToken;
+use support::config::{write_config, Yaml};
+use support::daemon::Daemon;
+use support::paths::{self, repo};
+use support::process::assert_success;
+use support::prometheus::Prometheus;
+use support::sim::{self as engine, SimServer};
+use support::{promtool, wait};
 
 const TARGETS: usize = 200;
 const INSTANCES: u32 = 3;
@@ -26,177 +30,48 @@ const STUB_SERVERS: usize = 4;
 /// Everything must have happened within this (the whole test stays near 90 s).
 const DEADLINE: Duration = Duration::from_secs(75);
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn prometheus_binary() -> PathBuf {
-    if let Ok(p) = std::env::var("PROMETHEUS") {
-        return PathBuf::from(p);
+/// Prometheus scraping `scrape` every second, with the shipped alerts and
+/// the fleet recording rules, its files in `DIR/prometheus`.
+fn start_prometheus(dir: &Path, scrape: &[SocketAddr]) -> Prometheus {
+    let dir = dir.join("prometheus");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (from, to) in [
+        ("prometheus/alerts.yml", "alerts.yml"),
+        ("deploy/prometheus/recording.yml", "recording.yml"),
+    ] {
+        std::fs::copy(repo().join(from), dir.join(to)).unwrap();
     }
-    let found = ["/usr/bin/prometheus", "/usr/local/bin/prometheus"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.is_file());
-    found.unwrap_or_else(|| {
-        panic!(
-            "this test needs a Prometheus server: install Debian's `prometheus` package \
-             (apt-get install -y prometheus) or set PROMETHEUS to its binary"
-        )
-    })
-}
-
-/// A Prometheus server on a loopback port with its own storage; killed on drop.
-struct Prometheus {
-    child: Child,
-    url: String,
-    dir: PathBuf,
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-impl Prometheus {
-    fn start(dir: &Path, scrape: &[SocketAddr]) -> Prometheus {
-        let binary = prometheus_binary();
-        let dir = dir.join("prometheus");
-        std::fs::create_dir_all(&dir).unwrap();
-        for (from, to) in [
-            ("prometheus/alerts.yml", "alerts.yml"),
-            ("deploy/prometheus/recording.yml", "recording.yml"),
-        ] {
-            std::fs::copy(repo().join(from), dir.join(to)).unwrap();
-        }
-        let targets: Vec<String> = scrape.iter().map(|a| format!("'{a}'")).collect();
-        let config = format!(
-            "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\n\
-             rule_files: [alerts.yml, recording.yml]\n\
-             scrape_configs:\n  - job_name: llmprobe\n    scrape_timeout: 1s\n    static_configs:\n      - targets: [{}]\n",
-            targets.join(", ")
-        );
-        std::fs::write(dir.join("prometheus.yml"), config).unwrap();
-        let port = free_port();
-        let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
-        let child = Command::new(&binary)
-            .arg(format!(
-                "--config.file={}",
-                dir.join("prometheus.yml").display()
-            ))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
-        Prometheus {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-            dir,
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("prometheus.log")).unwrap_or_default()
-    }
-
-    async fn ready(&self, http: &reqwest::Client) {
-        let start = Instant::now();
-        loop {
-            if let Ok(r) = http.get(format!("{}/-/ready", self.url)).send().await {
-                if r.status().is_success() {
-                    return;
-                }
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "Prometheus did not become ready; its log:\n{}",
-                self.log()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    /// Instant query: (labels, value) of every series of the result.
-    async fn query(&self, http: &reqwest::Client, q: &str) -> Vec<(serde_json::Value, f64)> {
-        let text = http
-            .get(format!("{}/api/v1/query", self.url))
-            .query(&[("query", q)])
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let body: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(body["status"], "success", "{q}: {body}");
-        body["data"]["result"]
-            .as_array()
-            .unwrap_or_else(|| panic!("{q}: not a vector: {body}"))
-            .iter()
-            .map(|s| {
-                let v = s["value"][1].as_str().unwrap().parse::<f64>().unwrap();
-                (s["metric"].clone(), v)
-            })
-            .collect()
-    }
-
-    async fn scalar(&self, http: &reqwest::Client, q: &str) -> Option<f64> {
-        let r = self.query(http, q).await;
-        assert!(r.len() <= 1, "{q}: {r:?}");
-        r.first().map(|(_, v)| *v)
-    }
+    let targets: Vec<String> = scrape.iter().map(|a| format!("'{a}'")).collect();
+    let config = format!(
+        "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\n\
+         rule_files: [alerts.yml, recording.yml]\n\
+         scrape_configs:\n  - job_name: llmprobe\n    scrape_timeout: 1s\n    static_configs:\n      - targets: [{}]\n",
+        targets.join(", ")
+    );
+    Prometheus::start(&dir, &config)
 }
 
 /// Simulated stub engines (no model time) on loopback ports.
-async fn stub_servers(stop: &CancellationToken) -> Vec<SocketAddr> {
-    let params = llmprobe::sim::SimConfig {
-        profile: "stub".into(),
-        ..Default::default()
-    }
-    .resolve()
-    .unwrap();
-    let mut addrs = Vec::new();
+async fn stub_servers() -> Vec<SimServer> {
+    let mut servers = Vec::new();
     for _ in 0..STUB_SERVERS {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        addrs.push(listener.local_addr().unwrap());
-        let (params, stop) = (params.clone(), stop.child_token());
-        tokio::spawn(async move { llmprobe::sim::serve(listener, params, stop).await });
+        servers.push(SimServer::start(engine::profile("stub")).await);
     }
-    addrs
+    servers
 }
 
 fn instance_config(index: u32) -> String {
-    format!(
-        r#"
-listen: "127.0.0.1:0"
-schedule: {{ interval: 1s, jitter: 10%, max_in_flight_total: 32, sweep_timeout: 20s }}
-defaults:
-  workload: chat
-  warmup_requests: 0
-  levels: [1]
-  requests_per_level: 1
-  min_requests_per_level: 1
-  request_timeout: 5s
-workloads:
-  chat:
-    max_completion_tokens: 4
-    prompts: ["hello"]
+    Yaml {
+        jitter: "10%",
+        max_in_flight_total: 32,
+        sweep_timeout: "20s",
+        warmup_requests: 0,
+        requests_per_level: "1",
+        min_requests_per_level: 1,
+        request_timeout: "5s",
+        max_completion_tokens: 4,
+        rest: &format!(
+            r#"
 file_sd:
   files: [FLEET_FILE]
   refresh_interval: 1s
@@ -205,15 +80,18 @@ target_template:
   model: sim-stub
 shard: {{ index: {index}, count: {INSTANCES} }}
 "#
-    )
+        ),
+        ..Yaml::default()
+    }
+    .render()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_hundred_targets_three_instances_each_measured_exactly_once() {
-    let binary = prometheus_binary();
+    let binary = support::prometheus::binary();
     let started = Instant::now();
-    let stop = CancellationToken::new();
-    let servers = stub_servers(&stop).await;
+    let stubs = stub_servers().await;
+    let servers: Vec<SocketAddr> = stubs.iter().map(|s| s.addr).collect();
 
     // One discovery file for the whole fleet: 200 names over 4 servers.
     let configs: Vec<PathBuf> = (0..INSTANCES)
@@ -244,26 +122,25 @@ async fn two_hundred_targets_three_instances_each_measured_exactly_once() {
         daemons.push(Daemon::start(c.clone()).await);
     }
     let addrs: Vec<SocketAddr> = daemons.iter().map(|d| d.addr).collect();
-    let prometheus = Prometheus::start(fleet_dir.as_path(), &addrs);
-    let http = reqwest::Client::new();
-    prometheus.ready(&http).await;
+    let prometheus = start_prometheus(fleet_dir.as_path(), &addrs);
+    prometheus.ready(Duration::from_secs(20)).await;
     eprintln!("{} ready after {:?}", binary.display(), started.elapsed());
 
     // Wait until Prometheus has seen a completed sweep of every target.
     let measured = "count(count by (target) (llmprobe_sweep_last_completion_timestamp_seconds))";
-    loop {
-        let n = prometheus.scalar(&http, measured).await.unwrap_or(0.0);
+    let left = DEADLINE.saturating_sub(started.elapsed());
+    wait::poll("every target measured", left, || async {
+        let n = prometheus.scalar(measured).await.unwrap_or(0.0);
         if n as usize == TARGETS {
-            break;
+            return Ok(());
         }
-        assert!(
-            started.elapsed() < DEADLINE,
+        Err(format!(
             "only {n} of {TARGETS} targets measured after {:?}; Prometheus log:\n{}",
             started.elapsed(),
-            prometheus.log()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+            prometheus.process.tail()
+        ))
+    })
+    .await;
     // A few more sweeps and scrapes, so that a target measured twice would show.
     tokio::time::sleep(Duration::from_secs(4)).await;
     eprintln!("all {TARGETS} measured after {:?}", started.elapsed());
@@ -271,8 +148,7 @@ async fn two_hundred_targets_three_instances_each_measured_exactly_once() {
     // Exactly one instance per target, over the whole run so far: every
     // series an instance ever exported for a target counts.
     let per_target = prometheus
-        .query(
-            &http,
+        .samples(
             "count by (target) (last_over_time(llmprobe_sweep_last_completion_timestamp_seconds[10m]))",
         )
         .await;
@@ -285,23 +161,20 @@ async fn two_hundred_targets_three_instances_each_measured_exactly_once() {
     );
     assert_eq!(
         prometheus
-            .scalar(
-                &http,
-                "count(llmprobe_sweep_last_completion_timestamp_seconds)"
-            )
+            .scalar("count(llmprobe_sweep_last_completion_timestamp_seconds)")
             .await,
         Some(TARGETS as f64)
     );
     // Each instance measured only what it owns, and they own everything.
     let owned_by_instance = prometheus
-        .query(&http, "count by (instance) (llmprobe_sweep_success)")
+        .samples("count by (instance) (llmprobe_sweep_success)")
         .await;
     assert_eq!(
         owned_by_instance.len(),
         INSTANCES as usize,
         "{owned_by_instance:?}"
     );
-    let shard_targets = prometheus.query(&http, "llmprobe_shard_targets").await;
+    let shard_targets = prometheus.samples("llmprobe_shard_targets").await;
     for (labels, owned) in &shard_targets {
         let instance = &labels["instance"];
         let measuring = owned_by_instance
@@ -327,20 +200,16 @@ async fn two_hundred_targets_three_instances_each_measured_exactly_once() {
         ),
         ("max(target:llmprobe_measuring_instances:count)", 1.0),
     ] {
-        assert_eq!(prometheus.scalar(&http, q).await, Some(want), "{q}");
+        assert_eq!(prometheus.scalar(q).await, Some(want), "{q}");
     }
     // The owner each instance names is the one that measures the target.
     let disagree = prometheus
-        .query(
-            &http,
-            "count by (target) (count by (target, shard) (llmprobe_fleet_target)) > 1",
-        )
+        .samples("count by (target) (count by (target, shard) (llmprobe_fleet_target)) > 1")
         .await;
     assert!(disagree.is_empty(), "{disagree:?}");
     // The alert's expression: nothing known goes unmeasured.
     let unmeasured = prometheus
-        .query(
-            &http,
+        .samples(
             "max by (target) (llmprobe_fleet_target) unless on(target) \
              (time() - max by (target) (llmprobe_sweep_last_completion_timestamp_seconds) < 2700)",
         )
@@ -350,7 +219,7 @@ async fn two_hundred_targets_three_instances_each_measured_exactly_once() {
     for d in daemons {
         d.stop().await;
     }
-    stop.cancel();
+    drop(stubs);
     drop(prometheus);
     for c in &configs {
         let _ = std::fs::remove_dir_all(c.parent().unwrap());
@@ -358,58 +227,33 @@ async fn two_hundred_targets_three_instances_each_measured_exactly_once() {
     eprintln!("done in {:?}", started.elapsed());
 }
 
-fn promtool(args: &[&str]) -> std::process::Output {
-    let tool = std::env::var("PROMTOOL").unwrap_or_else(|_| "promtool".into());
-    Command::new(&tool)
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot run `{tool}` ({e}): install Debian's `prometheus` package \
-                 (apt-get install -y prometheus) or set PROMTOOL"
-            )
-        })
-}
-
-fn assert_ok(what: &str, out: &std::process::Output) {
-    assert!(
-        out.status.success(),
-        "{what}: {}\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[test]
 fn deploy_prometheus_files_pass_promtool() {
-    let check = promtool(&["check", "rules", "deploy/prometheus/recording.yml"]);
-    assert_ok(
+    let check = promtool::run(["check", "rules", "deploy/prometheus/recording.yml"]);
+    assert_success(
         "promtool check rules deploy/prometheus/recording.yml",
         &check,
     );
-    let test = promtool(&["test", "rules", "deploy/prometheus/recording_test.yml"]);
-    assert_ok(
+    let test = promtool::run(["test", "rules", "deploy/prometheus/recording_test.yml"]);
+    assert_success(
         "promtool test rules deploy/prometheus/recording_test.yml",
         &test,
     );
-    let scrape = promtool(&["check", "config", "deploy/prometheus/scrape-static.yml"]);
-    assert_ok(
+    let scrape = promtool::run(["check", "config", "deploy/prometheus/scrape-static.yml"]);
+    assert_success(
         "promtool check config deploy/prometheus/scrape-static.yml",
         &scrape,
     );
-    let k8s = promtool(&["check", "config", "deploy/prometheus/scrape-kubernetes.yml"]);
+    let k8s = promtool::run(["check", "config", "deploy/prometheus/scrape-kubernetes.yml"]);
     let stderr =
         String::from_utf8_lossy(&k8s.stderr).to_string() + &String::from_utf8_lossy(&k8s.stdout);
     if stderr.contains("field kubernetes_sd_configs not found") {
         // Debian builds Prometheus without Kubernetes discovery; check what
         // can be checked without it.
         eprintln!("promtool here lacks kubernetes_sd_configs: checking scrape-kubernetes.yml's structure only");
-        let doc = &yaml_rust2::YamlLoader::load_from_str(
-            &std::fs::read_to_string(repo().join("deploy/prometheus/scrape-kubernetes.yml"))
-                .unwrap(),
-        )
+        let doc = &yaml_rust2::YamlLoader::load_from_str(&paths::read(
+            "deploy/prometheus/scrape-kubernetes.yml",
+        ))
         .unwrap()[0];
         let job = &doc["scrape_configs"][0];
         assert_eq!(job["job_name"].as_str(), Some("llmprobe"));
@@ -427,7 +271,7 @@ fn deploy_prometheus_files_pass_promtool() {
             );
         }
     } else {
-        assert_ok(
+        assert_success(
             "promtool check config deploy/prometheus/scrape-kubernetes.yml",
             &k8s,
         );

@@ -6,9 +6,8 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::ops::Range;
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
@@ -17,7 +16,12 @@ use axum::serve::ListenerExt;
 use tokio_util::sync::CancellationToken;
 
 use llmprobe::sweep::pair::PairReport;
-use support::{metric, write_config, Daemon};
+use support::binary::{self, llmprobe};
+use support::config::{self, write_config, Yaml};
+use support::daemon::Daemon;
+use support::exposition::metric;
+use support::nginx::Nginx;
+use support::sim::{self as engine, SimServer};
 
 /// Stops a server started by the test when dropped, even on panic.
 struct Stop(CancellationToken);
@@ -29,15 +33,9 @@ impl Drop for Stop {
 }
 
 /// The built-in stub engine on a loopback port chosen by the system.
-async fn start_stub() -> (SocketAddr, Stop) {
-    let sim: llmprobe::sim::SimConfig = serde_json::from_str(r#"{"profile":"stub"}"#).unwrap();
-    let params = sim.resolve().unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let stop = CancellationToken::new();
-    let token = stop.clone();
-    tokio::spawn(async move { llmprobe::sim::serve(listener, params, token).await });
-    (addr, Stop(stop))
+async fn start_stub() -> (SocketAddr, SimServer) {
+    let stub = SimServer::start(engine::profile("stub")).await;
+    (stub.addr, stub)
 }
 
 // ---------------------------------------------------------------------------
@@ -128,170 +126,20 @@ fn start_delay_proxy(upstream: SocketAddr, delay: Duration) -> (SocketAddr, Stop
 }
 
 // ---------------------------------------------------------------------------
-// nginx as a foreground, unprivileged child process.
-// ---------------------------------------------------------------------------
-
-/// The nginx binary: on PATH, or where Debian puts it (`/usr/sbin` is not on
-/// an unprivileged user's PATH).
-fn nginx_binary() -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(["/usr/sbin".into(), "/usr/local/sbin".into()])
-        .map(|dir| dir.join("nginx"))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "nginx not found (looked on PATH, in /usr/sbin and /usr/local/sbin): this test needs \
-                 a real reverse proxy; install Debian's `nginx` package (scripts/test does)"
-            )
-        })
-}
-
-/// A running nginx; stopped (and reaped) when dropped, even on panic.
-struct Nginx {
-    child: Child,
-    addr: SocketAddr,
-    dir: PathBuf,
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        // SIGTERM lets the master stop its worker; killing the master alone
-        // would leave the worker running.
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                let _ = std::fs::remove_dir_all(&self.dir);
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn nginx_conf(dir: &Path, port: u16, upstream: SocketAddr) -> String {
-    let d = dir.display();
-    format!(
-        r#"
-worker_processes 1;
-pid {d}/nginx.pid;
-error_log {d}/error.log warn;
-events {{ worker_connections 256; }}
-http {{
-    access_log off;
-    client_body_temp_path {d}/client_body;
-    proxy_temp_path {d}/proxy;
-    fastcgi_temp_path {d}/fastcgi;
-    uwsgi_temp_path {d}/uwsgi;
-    scgi_temp_path {d}/scgi;
-    upstream stub {{
-        server {upstream};
-        keepalive 16;
-    }}
-    server {{
-        listen 127.0.0.1:{port};
-        location / {{
-            proxy_pass http://stub;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_buffering off;
-        }}
-    }}
-}}
-"#
-    )
-}
-
-/// Starts nginx reverse-proxying to `upstream` on a free loopback port.
-fn start_nginx(upstream: SocketAddr) -> Nginx {
-    let binary = nginx_binary();
-    let dir = std::env::temp_dir().join(format!(
-        "llmprobe-nginx-{}-{}",
-        std::process::id(),
-        fastrand::u64(..)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    // The port is free when chosen but could be taken before nginx binds it:
-    // a few tries make that race harmless.
-    let mut last_error = String::new();
-    for _ in 0..3 {
-        let port = free_port();
-        let conf = dir.join("nginx.conf");
-        std::fs::write(&conf, nginx_conf(&dir, port, upstream)).unwrap();
-        let mut child = Command::new(&binary)
-            .arg("-p")
-            .arg(&dir)
-            .arg("-e")
-            .arg(dir.join("error.log"))
-            .arg("-c")
-            .arg(&conf)
-            .args(["-g", "daemon off;"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Ok(Some(status)) = child.try_wait() {
-                let mut stderr = String::new();
-                if let Some(mut e) = child.stderr.take() {
-                    use std::io::Read;
-                    let _ = e.read_to_string(&mut stderr);
-                }
-                let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
-                last_error = format!("nginx exited with {status}: {stderr}{log}");
-                break;
-            }
-            if std::net::TcpStream::connect(addr).is_ok() {
-                return Nginx { child, addr, dir };
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("nginx did not listen on {addr} within 10 s");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-    panic!("nginx could not start: {last_error}");
-}
-
-// ---------------------------------------------------------------------------
 // Configurations and measurement.
 // ---------------------------------------------------------------------------
 
 /// A config with `direct` (the stub) and `through` (the gateway) and one pair.
 fn pair_config(direct: SocketAddr, through: SocketAddr, pair: &str) -> String {
-    format!(
-        r#"
-listen: "127.0.0.1:0"
-schedule: {{ interval: 1s, jitter: 10%, max_in_flight_total: 64, sweep_timeout: 60s }}
-defaults:
-  workload: chat
-  warmup_requests: 2
-  levels: [1, 2]
-  requests_per_level: 2x
-  min_requests_per_level: 4
-  request_timeout: 10s
-workloads:
-  chat:
-    max_completion_tokens: 16
-    prompts: ["hello there", "a second prompt, a little longer than the first"]
+    Yaml {
+        jitter: "10%",
+        warmup_requests: 2,
+        levels: "[1, 2]",
+        requests_per_level: "2x",
+        max_completion_tokens: 16,
+        prompts: r#"["hello there", "a second prompt, a little longer than the first"]"#,
+        rest: &format!(
+            r#"
 targets:
   - name: direct
     base_url: http://{direct}/v1
@@ -302,12 +150,14 @@ targets:
 gateway_pairs:
   - {{ name: gw, direct: direct, through: through, {pair} }}
 "#
-    )
+        ),
+        ..Yaml::default()
+    }
+    .render()
 }
 
 async fn measure(direct: SocketAddr, through: SocketAddr, pair: &str) -> PairReport {
-    let path = write_config(&pair_config(direct, through, pair));
-    let cfg = llmprobe::config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let cfg = config::load(&pair_config(direct, through, pair));
     let mut reports = llmprobe::sweep::pair::measure_once(&cfg, &[], false)
         .await
         .unwrap();
@@ -323,6 +173,18 @@ async fn measure(direct: SocketAddr, through: SocketAddr, pair: &str) -> PairRep
 
 fn ms(v: Option<f64>) -> f64 {
     v.expect("a percentile") * 1000.0
+}
+
+/// The p50 latency and TTFT overheads, in ms, both within `bounds`.
+fn assert_p50_overheads_within(what: &str, r: &PairReport, bounds: Range<f64>) {
+    let lat = ms(r.latency_overhead_seconds.p50);
+    let ttft = ms(r.ttft_overhead_seconds.p50);
+    let lat95 = ms(r.latency_overhead_seconds.p95);
+    eprintln!(
+        "{what}: latency overhead p50 {lat:.3} ms p95 {lat95:.3} ms, ttft overhead p50 {ttft:.3} ms"
+    );
+    assert!(bounds.contains(&lat), "latency overhead p50 {lat:.3} ms");
+    assert!(bounds.contains(&ttft), "ttft overhead p50 {ttft:.3} ms");
 }
 
 /// nginx (one worker, keepalive upstream, no buffering) in front of the stub
@@ -343,7 +205,7 @@ fn ms(v: Option<f64>) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nginx_overhead_is_positive_and_small() {
     let (stub, _stub) = start_stub().await;
-    let nginx = start_nginx(stub);
+    let nginx = Nginx::start(stub);
     for (pair, bounds) in [
         ("requests: 200", -0.1..3.0),
         ("requests: 200, concurrency: 4", -0.5..10.0),
@@ -352,13 +214,7 @@ async fn nginx_overhead_is_positive_and_small() {
         assert_eq!(r.direct.outcomes["ok"], 200);
         assert_eq!(r.through.outcomes["ok"], 200);
         assert_eq!(r.latency_overhead_seconds.count, 200);
-        let lat = ms(r.latency_overhead_seconds.p50);
-        let ttft = ms(r.ttft_overhead_seconds.p50);
-        eprintln!(
-            "nginx ({pair}): latency overhead p50 {lat:.3} ms, ttft overhead p50 {ttft:.3} ms"
-        );
-        assert!(bounds.contains(&lat), "latency overhead p50 {lat:.3} ms");
-        assert!(bounds.contains(&ttft), "ttft overhead p50 {ttft:.3} ms");
+        assert_p50_overheads_within(&format!("nginx ({pair})"), &r, bounds);
     }
     drop(nginx);
 }
@@ -389,14 +245,7 @@ async fn known_delay_is_measured_within_tolerance() {
     ] {
         let r = measure(stub, proxy, pair).await;
         assert_eq!(r.latency_overhead_seconds.count, r.direct.requests as usize);
-        let lat = ms(r.latency_overhead_seconds.p50);
-        let ttft = ms(r.ttft_overhead_seconds.p50);
-        let lat95 = ms(r.latency_overhead_seconds.p95);
-        eprintln!(
-            "delay proxy ({pair}): latency overhead p50 {lat:.3} ms p95 {lat95:.3} ms, ttft overhead p50 {ttft:.3} ms"
-        );
-        assert!(bounds.contains(&lat), "latency overhead p50 {lat:.3} ms");
-        assert!(bounds.contains(&ttft), "ttft overhead p50 {ttft:.3} ms");
+        assert_p50_overheads_within(&format!("delay proxy ({pair})"), &r, bounds);
     }
 }
 
@@ -480,10 +329,7 @@ async fn daemon_publishes_gateway_overhead() {
     // A reload without the pair drops its series; the targets stay.
     let without = yaml.split("gateway_pairs:").next().unwrap().to_string();
     std::fs::write(&d.path, without).unwrap();
-    d.reload
-        .send(llmprobe::signals::Signal::Reload)
-        .await
-        .unwrap();
+    d.signal_reload().await;
     d.wait_for(Duration::from_secs(30), "pair forgotten", |t| {
         !t.contains("llmprobe_gateway_overhead_seconds{")
             && !t.contains("llmprobe_gateway_overhead_samples{")
@@ -501,24 +347,13 @@ async fn sweep_command_reports_pairs() {
     let (stub, _stub) = start_stub().await;
     let (proxy, _proxy) = start_delay_proxy(stub, Duration::from_millis(5));
     let path = write_config(&pair_config(stub, proxy, "requests: 8"));
-    let run = |args: Vec<String>| {
-        tokio::task::spawn_blocking(move || {
-            Command::new(env!("CARGO_BIN_EXE_llmprobe"))
-                .args(args)
-                .output()
-                .unwrap()
-        })
+    let run = |args: &[&str]| {
+        let mut command = llmprobe();
+        command.args(args);
+        binary::output(command)
     };
     let p = path.display().to_string();
-    let out = run(vec![
-        "sweep".into(),
-        "--config".into(),
-        p.clone(),
-        "--format".into(),
-        "json".into(),
-    ])
-    .await
-    .unwrap();
+    let out = run(&["sweep", "--config", &p, "--format", "json"]).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -535,9 +370,7 @@ async fn sweep_command_reports_pairs() {
     assert!((0.004..0.02).contains(&p50), "latency overhead p50 {p50}");
     assert!(pair["direct"]["latency_seconds"]["p95"].as_f64().is_some());
 
-    let out = run(vec!["sweep".into(), "--config".into(), p.clone()])
-        .await
-        .unwrap();
+    let out = run(&["sweep", "--config", &p]).await;
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{table}");
     assert!(table.contains("gateway overhead"), "{table}");
@@ -548,17 +381,10 @@ async fn sweep_command_reports_pairs() {
         "{table}"
     );
 
-    let out = run(vec![
-        "sweep".into(),
-        "--config".into(),
-        p,
-        "--target".into(),
-        "direct".into(),
-        "--format".into(),
-        "json".into(),
+    let out = run(&[
+        "sweep", "--config", &p, "--target", "direct", "--format", "json",
     ])
-    .await
-    .unwrap();
+    .await;
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["gateway_pairs"], serde_json::json!([]));
 }

@@ -21,19 +21,15 @@
 //! - the StatefulSet's hardening, probes and sharding, and the generated
 //!   config accepted by `llmprobe check-config` as each pod would see it.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use support::binary::llmprobe;
+use support::paths::{read, relative, repo, ScratchDir};
+use support::process::{assert_success, output_text};
 use yaml_rust2::{Yaml, YamlLoader};
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn read(rel: &str) -> String {
-    let path = repo().join(rel);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
-}
 
 fn yaml(rel: &str) -> Yaml {
     let mut docs = YamlLoader::load_from_str(&read(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
@@ -58,16 +54,6 @@ fn str_at<'a>(node: &'a Yaml, path: &[&str]) -> &'a str {
     at(node, path)
         .as_str()
         .unwrap_or_else(|| panic!("{} is not a string", path.join(".")))
-}
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "llmprobe-k8s-{tag}-{}-{}",
-        std::process::id(),
-        fastrand::u64(..)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// `kustomize build DIR` (or `kubectl kustomize DIR`): every object it renders.
@@ -118,37 +104,17 @@ fn object<'a>(objects: &'a [Yaml], kind: &str, name: &str) -> &'a Yaml {
     found[0]
 }
 
-/// `dir` written as a path relative to `from` (kustomize refuses absolute
-/// paths in `resources:`).
-fn relative(dir: &Path, from: &Path) -> PathBuf {
-    let dir = dir.canonicalize().unwrap();
-    let from = from.canonicalize().unwrap();
-    let common = dir
-        .components()
-        .zip(from.components())
-        .take_while(|(a, b)| a == b)
-        .count();
-    let mut rel = PathBuf::new();
-    for _ in from.components().skip(common) {
-        rel.push("..");
-    }
-    rel.extend(dir.components().skip(common));
-    rel
-}
-
 /// Renders an overlay of deploy/kubernetes whose kustomization.yaml is
 /// `resources: [the base]` followed by `body`.
 fn overlay(tag: &str, body: &str) -> Vec<Yaml> {
-    let dir = temp_dir(tag);
-    let base = relative(&repo().join("deploy/kubernetes"), &dir);
+    let dir = ScratchDir::new(&format!("k8s-{tag}"));
+    let base = relative(&repo().join("deploy/kubernetes"), dir.path());
     std::fs::write(
         dir.join("kustomization.yaml"),
         format!("resources: [{}]\n{body}", base.display()),
     )
     .unwrap();
-    let objects = kustomize(&dir);
-    std::fs::remove_dir_all(&dir).ok();
-    objects
+    kustomize(dir.path())
 }
 
 /// The labels of the pods the StatefulSet makes.
@@ -180,26 +146,21 @@ fn core_manifests_validate_against_the_kubernetes_schemas() {
     assert!(
         out.status.success(),
         "deploy/kubernetes/validate.sh failed ({}); it needs python3 with pip, or \
-         `pip install kubernetes-validate` beforehand\n--- stdout\n{}\n--- stderr\n{}",
+         `pip install kubernetes-validate` beforehand\n{}",
         out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        output_text(&out)
     );
 }
 
 #[test]
 fn generated_manifests_are_up_to_date() {
-    let dir = temp_dir("generated");
+    let dir = ScratchDir::new("k8s-generated");
     let out = Command::new("sh")
         .arg(repo().join("deploy/kubernetes/generate.sh"))
-        .arg(&dir)
+        .arg(dir.path())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success("deploy/kubernetes/generate.sh", &out);
     for f in ["prometheusrule.yaml", "dashboards-configmap.yaml"] {
         let generated = std::fs::read_to_string(dir.join(f)).unwrap();
         assert!(
@@ -207,7 +168,6 @@ fn generated_manifests_are_up_to_date() {
             "deploy/kubernetes/{f} is out of date: run deploy/kubernetes/generate.sh"
         );
     }
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -510,7 +470,8 @@ fn configmap_config_is_valid_on_every_pod_and_the_pods_share_the_targets() {
     let targets_map = object(&objects, "ConfigMap", "llmprobe-targets");
 
     // Lay the mounted files out as the pod sees them, under a temporary root.
-    let root = temp_dir("pod");
+    let scratch = ScratchDir::new("k8s-pod");
+    let root = scratch.path();
     let rooted = |text: &str| text.replace("/etc/llmprobe/", &format!("{}/", root.display()));
     std::fs::create_dir_all(root.join("targets")).unwrap();
     std::fs::create_dir_all(root.join("credentials")).unwrap();
@@ -529,7 +490,7 @@ fn configmap_config_is_valid_on_every_pod_and_the_pods_share_the_targets() {
     assert!(discovered > 0);
 
     let check = |ordinal: i64| {
-        Command::new(env!("CARGO_BIN_EXE_llmprobe"))
+        llmprobe()
             .args(["check-config", "--config"])
             .arg(root.join("llmprobe.yaml"))
             .env("HOSTNAME", format!("llmprobe-{ordinal}"))
@@ -572,7 +533,6 @@ fn configmap_config_is_valid_on_every_pod_and_the_pods_share_the_targets() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    std::fs::remove_dir_all(&root).ok();
 }
 
 #[test]
@@ -601,7 +561,7 @@ fn the_config_map_is_named_by_its_content_so_a_change_rolls_the_pods() {
     );
 
     // The same directory with one setting changed: another name.
-    let copy = temp_dir("changed");
+    let copy = ScratchDir::new("k8s-changed");
     for entry in std::fs::read_dir(repo().join("deploy/kubernetes")).unwrap() {
         let path = entry.unwrap().path();
         if path.is_file() {
@@ -611,8 +571,7 @@ fn the_config_map_is_named_by_its_content_so_a_change_rolls_the_pods() {
     let changed = read("deploy/kubernetes/llmprobe.yaml").replace("interval: 15m", "interval: 30m");
     assert_ne!(changed, read("deploy/kubernetes/llmprobe.yaml"));
     std::fs::write(copy.join("llmprobe.yaml"), changed).unwrap();
-    let objects = kustomize(&copy);
-    std::fs::remove_dir_all(&copy).ok();
+    let objects = kustomize(copy.path());
     let renamed = str_at(
         object(&objects, "ConfigMap", "llmprobe-config-"),
         &["metadata", "name"],

@@ -1,21 +1,32 @@
-//! Servers that misbehave on purpose, one test per case of issue 5: each
-//! request ends in the outcome class of the design, the class is counted in
-//! `llmprobe_requests_total`, the sweep ends in bounded time without a panic,
-//! and the next sweep (same client, same connection pool) measures normally.
+//! Servers that misbehave on purpose, the cases of issue 5 as one table
+//! driven by one runner: each request ends in the outcome class of the
+//! design, the class is counted in `llmprobe_requests_total`, the sweep ends
+//! in bounded time without a panic, and the next sweep (same client, same
+//! connection pool) measures normally; then each case's own checks.
+//!
+//! The cases run a few at a time; a failure names its case and every
+//! failing case is reported. `MISBEHAVING_CASE=word` runs only the cases
+//! whose name contains `word`.
 
 mod support;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, StreamExt};
 use llmprobe::metrics::Metrics;
 use llmprobe::probe::client;
 use llmprobe::schedule::endpoint;
 use llmprobe::stats::report::SweepReport;
 use llmprobe::sweep::{Observer, SweepEnv};
 use llmprobe::{config, sweep};
+use support::config::{write_config, Yaml};
+use support::daemon::Daemon;
+use support::exposition::{metric, metric_sum};
+use support::ports::refusing_base_url;
 use support::raw::{self, content, finish, good_stream, response, usage, DONE, SSE_HEAD};
-use support::{metric, start, write_config, Behavior};
+use support::server::{start, Behavior};
 use tokio_util::sync::CancellationToken;
 
 /// Requests per level; two levels (2 and 4 in flight) when the first holds.
@@ -23,6 +34,606 @@ const PER_LEVEL: u64 = 4;
 
 /// A sweep that takes longer than this is hung, whatever the server does.
 const SWEEP_BOUND: Duration = Duration::from_secs(30);
+
+/// How many cases run at once.
+const AT_ONCE: usize = 4;
+
+// --- The table --------------------------------------------------------------
+
+/// One misbehaviour and what llmprobe must make of it.
+struct Case {
+    name: &'static str,
+    server: Server,
+    /// `request_timeout` of the sweep.
+    request_timeout: &'static str,
+    /// The outcome class of every request.
+    outcome: &'static str,
+    /// What else must hold.
+    checks: Vec<Check>,
+}
+
+/// How the server of a case answers.
+enum Server {
+    /// Nothing listens: the connection is refused.
+    Refused,
+    /// A base URL that nothing serves.
+    Url(&'static str),
+    /// `https://` spoken to a server that answers in plain HTTP: the
+    /// handshake gets an HTTP answer instead of a ServerHello.
+    PlainHttpAsTls,
+    /// Every request answered with these bytes, then the connection closed.
+    Fixed(Vec<u8>),
+    /// Each request, once read, answered by a script.
+    Script(Script),
+    /// A redirect to a second server, which must see nothing: the key must
+    /// never go to another location.
+    RedirectElsewhere,
+}
+
+/// What a scripted server does on a connection after reading a request.
+type Script = fn(raw::Conn) -> BoxFuture<'static, ()>;
+
+fn fixed(bytes: impl Into<Vec<u8>>) -> Server {
+    Server::Fixed(bytes.into())
+}
+
+/// Checks beyond the outcome class; "the example" is the first level's
+/// error example of the case's outcome.
+#[derive(Debug)]
+enum Check {
+    /// The sweep's `success`, and why.
+    Success(bool, &'static str),
+    ExampleContains(&'static str),
+    ExampleStartsWith(&'static str),
+    ExampleIs(String),
+    /// The server received exactly this many chat requests.
+    ChatRequests(u64),
+    /// Every stream of every level is counted as without finish_reason.
+    EveryStreamWithoutFinishReason,
+    /// The first level's token source.
+    TokenSource(&'static str),
+    /// The first level's output tokens.
+    OutputTokens(u64),
+    /// The first level's shed ratio.
+    ShedRatio(f64),
+    /// The redirect's target received nothing.
+    RedirectNotFollowed,
+    /// Both sweeps together took less than this.
+    Within(Duration),
+}
+
+/// A chat stream that a misbehaving server starts: headers, then two chunks.
+fn two_chunks() -> String {
+    format!("{SSE_HEAD}{}{}", content("a"), content("b"))
+}
+
+fn cases() -> Vec<Case> {
+    use Check::*;
+    let case = |name, server, request_timeout, outcome, checks| Case {
+        name,
+        server,
+        request_timeout,
+        outcome,
+        checks,
+    };
+    let empty = "data: {\"choices\":[]}\n\n";
+    vec![
+        // --- Connections that never carry a response ---
+        case(
+            "connection refused is a connect error",
+            Server::Refused,
+            "2s",
+            "connect_error",
+            vec![Success(false, "no request reached a server")],
+        ),
+        case(
+            "unresolvable name is a connect error",
+            // `.invalid` never resolves (RFC 6761).
+            Server::Url("http://llmprobe-test.invalid/v1"),
+            "5s",
+            "connect_error",
+            vec![Success(false, ""), ExampleContains("dns")],
+        ),
+        case(
+            "TLS handshake failure is a connect error",
+            Server::PlainHttpAsTls,
+            "2s",
+            "connect_error",
+            vec![Success(false, "")],
+        ),
+        case(
+            "not HTTP at all is a protocol error",
+            fixed("SSH-2.0-OpenSSH_9.6\r\n\r\n"),
+            "2s",
+            "protocol_error",
+            vec![],
+        ),
+        // --- Stalls and trickles ---
+        case(
+            "stall before headers is a timeout",
+            Server::Script(|mut c| async move { c.wait_closed().await }.boxed()),
+            "1s",
+            "timeout",
+            vec![
+                Success(true, "a timeout is a measurement, not a failed sweep"),
+                // Each request sent once: the level's, and the uncounted ones
+                // before it (the output-limit check, one per place to open
+                // the level's connections).
+                ChatRequests(1 + 2 + PER_LEVEL),
+            ],
+        ),
+        case(
+            "stall mid-stream past the request timeout is a timeout",
+            Server::Script(|mut c| {
+                async move {
+                    c.write(two_chunks()).await;
+                    c.wait_closed().await;
+                }
+                .boxed()
+            }),
+            "1s",
+            "timeout",
+            vec![],
+        ),
+        case(
+            "trickle of one byte per second is a timeout",
+            // The limit is on the whole request, not on the gap between
+            // reads: a server that keeps sending slowly cannot hold a
+            // request forever.
+            Server::Script(|mut c| {
+                async move {
+                    c.write(SSE_HEAD).await;
+                    for b in good_stream(4).as_bytes() {
+                        if !c.write([*b]).await {
+                            return;
+                        }
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+                .boxed()
+            }),
+            "2s",
+            "timeout",
+            vec![],
+        ),
+        // --- Broken streams ---
+        case(
+            "reset mid-stream is a protocol error",
+            Server::Script(|mut c| {
+                async move {
+                    c.write(two_chunks()).await;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    c.reset();
+                }
+                .boxed()
+            }),
+            "2s",
+            "protocol_error",
+            vec![ExampleContains("stream broken")],
+        ),
+        case(
+            "no [DONE] and no finish_reason is a protocol error",
+            fixed(two_chunks()),
+            "2s",
+            "protocol_error",
+            vec![ExampleContains("without [DONE] or finish_reason")],
+        ),
+        case(
+            "no [DONE] but a finish_reason is ok",
+            fixed(format!("{SSE_HEAD}{}{}", content("a"), finish())),
+            "2s",
+            "ok",
+            vec![],
+        ),
+        case(
+            "[DONE] without finish_reason is ok but flagged",
+            fixed(format!("{}{DONE}", two_chunks())),
+            "2s",
+            "ok",
+            vec![EveryStreamWithoutFinishReason],
+        ),
+        case(
+            "no usage chunk: tokens are counted from chunks",
+            fixed(format!("{}{}{DONE}", two_chunks(), finish())),
+            "2s",
+            "ok",
+            vec![TokenSource("chunks"), OutputTokens(2 * PER_LEVEL)],
+        ),
+        case(
+            "only empty choices is a protocol error",
+            fixed(format!("{SSE_HEAD}{empty}{empty}{}{DONE}", usage(0))),
+            "2s",
+            "protocol_error",
+            vec![ExampleContains("no generated content")],
+        ),
+        case(
+            "empty choices between content chunks are ignored",
+            fixed(format!(
+                "{SSE_HEAD}{empty}{}{empty}{}{}{DONE}",
+                content("a"),
+                content("b"),
+                finish()
+            )),
+            "2s",
+            "ok",
+            vec![],
+        ),
+        case(
+            "error field mid-stream is a protocol error",
+            fixed(format!(
+                "{SSE_HEAD}{}data: {{\"error\":{{\"message\":\"upstream failed\",\"code\":500}}}}\n\n{DONE}",
+                content("a")
+            )),
+            "2s",
+            "protocol_error",
+            vec![ExampleIs("error event in stream: upstream failed".into())],
+        ),
+        case(
+            "error event type mid-stream is a protocol error",
+            // `event: error` with data that is not an OpenAI error object:
+            // the event type alone says the stream failed.
+            fixed(format!(
+                "{SSE_HEAD}{}event: error\ndata: {{\"message\":\"engine died\"}}\n\n{}{DONE}",
+                content("a"),
+                finish()
+            )),
+            "2s",
+            "protocol_error",
+            vec![ExampleContains("engine died")],
+        ),
+        case(
+            "malformed SSE lines among good ones are skipped",
+            // Lines without a colon, unknown fields and comments are ignored
+            // by the SSE rules; the chunks around them still count.
+            {
+                let junk = "garbage without colon\nretry: soon\nid\n: comment\nfoo: bar\n";
+                fixed(format!(
+                    "{SSE_HEAD}{junk}{}{junk}{}{}{DONE}",
+                    content("a"),
+                    content("b"),
+                    finish()
+                ))
+            },
+            "2s",
+            "ok",
+            vec![],
+        ),
+        case(
+            "only malformed SSE lines is a protocol error",
+            fixed(format!(
+                "{SSE_HEAD}dta: {{\"choices\":[]}}\n\ndata{{\"choices\":[{{\"delta\":{{\"content\":\"x\"}}}}]}}\n\n"
+            )),
+            "2s",
+            "protocol_error",
+            vec![],
+        ),
+        case(
+            "invalid JSON in a data line is a protocol error",
+            fixed(format!(
+                "{SSE_HEAD}{}data: {{\"choices\": [{{\"delta\": \n\n{DONE}",
+                content("a")
+            )),
+            "2s",
+            "protocol_error",
+            vec![ExampleContains("not valid JSON")],
+        ),
+        case(
+            "invalid UTF-8 is a protocol error",
+            {
+                let mut body = format!("{SSE_HEAD}{}", content("a")).into_bytes();
+                body.extend_from_slice(
+                    b"data: {\"choices\":[{\"delta\":{\"content\":\"\xff\xfe\"}}]}\n\n",
+                );
+                body.extend_from_slice(DONE.as_bytes());
+                Server::Fixed(body)
+            },
+            "2s",
+            "protocol_error",
+            vec![ExampleContains("UTF-8")],
+        ),
+        case(
+            "ten-megabyte line is cut off at the line limit",
+            // Memory stays bounded: the decoder gives up at MAX_LINE_BYTES
+            // instead of buffering the line, and the request is dropped.
+            Server::Script(|mut c| {
+                async move {
+                    c.write(format!("{SSE_HEAD}{}data: {{\"x\":\"", content("a")))
+                        .await;
+                    let block = vec![b'a'; 64 * 1024];
+                    for _ in 0..160 {
+                        if !c.write(&block).await {
+                            return;
+                        }
+                    }
+                }
+                .boxed()
+            }),
+            "5s",
+            "protocol_error",
+            vec![ExampleIs(format!(
+                "SSE line longer than {} bytes",
+                llmprobe::probe::exchange::MAX_LINE_BYTES
+            ))],
+        ),
+        case(
+            "HTTP/1.0 with connection-close framing is ok",
+            fixed(format!(
+                "HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n{}",
+                good_stream(3)
+            )),
+            "2s",
+            "ok",
+            vec![TokenSource("usage")],
+        ),
+        case(
+            "a server that keeps sending after [DONE] does not hold the request",
+            // Keep-alive comments after [DONE], faster than the after-[DONE]
+            // grace: the request still ends (ok) soon after [DONE], not at
+            // its time limit.
+            Server::Script(|mut c| {
+                async move {
+                    c.write(format!("{SSE_HEAD}{}", good_stream(2))).await;
+                    for _ in 0..100 {
+                        if !c.write(": ping\n").await {
+                            return;
+                        }
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+                .boxed()
+            }),
+            "4s",
+            "ok",
+            // Two levels of two rounds each; a request held to its limit
+            // would take 4 x 4 s.
+            vec![Within(Duration::from_secs(8))],
+        ),
+        // --- Answers that are not a stream ---
+        case(
+            "HTML page with 200 is a protocol error",
+            fixed(response(
+                "200 OK",
+                &[("content-type", "text/html; charset=utf-8")],
+                "<html><body>Welcome to nginx!</body></html>",
+            )),
+            "2s",
+            "protocol_error",
+            vec![ExampleContains("text/html")],
+        ),
+        case(
+            "JSON instead of a stream is a protocol error",
+            fixed(response(
+                "200 OK",
+                &[("content-type", "application/json")],
+                r#"{"choices":[{"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}"#,
+            )),
+            "2s",
+            "protocol_error",
+            vec![ExampleContains("application/json")],
+        ),
+        case(
+            "status 500 with a JSON error is an HTTP error",
+            fixed(response(
+                "500 Internal Server Error",
+                &[("content-type", "application/json")],
+                r#"{"error":{"message":"CUDA out of memory","type":"server_error"}}"#,
+            )),
+            "2s",
+            "http_error",
+            vec![
+                ExampleStartsWith("HTTP 500: "),
+                ExampleContains("CUDA out of memory"),
+            ],
+        ),
+        case(
+            "status 503 with retry-after is shed",
+            fixed(response(
+                "503 Service Unavailable",
+                &[("retry-after", "2")],
+                "overloaded",
+            )),
+            "2s",
+            "shed",
+            vec![
+                Success(true, "503s are counted, they do not fail the sweep"),
+                ShedRatio(1.0),
+            ],
+        ),
+        case(
+            "status 503 without retry-after is shed",
+            fixed(response("503 Service Unavailable", &[], "")),
+            "2s",
+            "shed",
+            vec![],
+        ),
+        case(
+            "status 503 whose body stalls is still shed",
+            // The status says it all: waiting for the rest of the body would
+            // turn a shed request into a timeout.
+            Server::Script(|mut c| {
+                async move {
+                    c.write("HTTP/1.1 503 Service Unavailable\r\ncontent-length: 100\r\n\r\nbusy")
+                        .await;
+                    c.wait_closed().await;
+                }
+                .boxed()
+            }),
+            "3s",
+            "shed",
+            vec![ExampleIs("HTTP 503: busy".into())],
+        ),
+        case(
+            "status 429 is rate limited",
+            fixed(response(
+                "429 Too Many Requests",
+                &[
+                    ("retry-after-ms", "250"),
+                    ("x-ratelimit-remaining-requests", "0"),
+                ],
+                r#"{"error":{"message":"rate limit reached"}}"#,
+            )),
+            "2s",
+            "rate_limited",
+            vec![ShedRatio(1.0)],
+        ),
+        case(
+            "a redirect is not followed and is an HTTP error",
+            Server::RedirectElsewhere,
+            "2s",
+            "http_error",
+            vec![
+                ExampleContains("redirect not followed"),
+                RedirectNotFollowed,
+            ],
+        ),
+    ]
+}
+
+// --- The runner -------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn misbehaving_servers() {
+    let only = std::env::var("MISBEHAVING_CASE").unwrap_or_default();
+    let selected: Vec<Case> = cases()
+        .into_iter()
+        .filter(|c| c.name.contains(only.as_str()))
+        .collect();
+    assert!(!selected.is_empty(), "no case named like {only:?}");
+    let total = selected.len();
+    let results: Vec<(&str, Result<(), String>)> = futures_util::stream::iter(selected)
+        .map(|case| async move {
+            let name = case.name;
+            let started = Instant::now();
+            // A task of its own: a failed assertion ends this case only.
+            let result = tokio::spawn(run(case)).await.map_err(panic_message);
+            eprintln!(
+                "{} {name} ({:.1?})",
+                if result.is_ok() { "ok    " } else { "FAILED" },
+                started.elapsed()
+            );
+            (name, result)
+        })
+        .buffer_unordered(AT_ONCE)
+        .collect()
+        .await;
+    let failed: Vec<String> = results
+        .into_iter()
+        .filter_map(|(name, r)| r.err().map(|e| format!("{name}: {e}")))
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {total} cases failed:\n\n{}",
+        failed.len(),
+        failed.join("\n\n")
+    );
+}
+
+/// What a case's task panicked with.
+fn panic_message(e: tokio::task::JoinError) -> String {
+    match e.try_into_panic() {
+        Ok(payload) => payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "panicked".into()),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// The servers of a case, kept until its checks are done.
+struct Serving {
+    base_url: String,
+    server: Option<raw::RawServer>,
+    elsewhere: Option<raw::RawServer>,
+}
+
+async fn serve(server: &Server) -> Serving {
+    let (base_url, server, elsewhere) = match server {
+        Server::Refused => (refusing_base_url(), None, None),
+        Server::Url(url) => (url.to_string(), None, None),
+        Server::PlainHttpAsTls => {
+            let plain = raw::start(|mut c| async move {
+                c.write(response("400 Bad Request", &[], "not TLS")).await;
+            })
+            .await;
+            (format!("https://{}/v1", plain.addr), Some(plain), None)
+        }
+        Server::Fixed(bytes) => {
+            let s = raw::fixed(bytes.clone()).await;
+            (s.base_url(), Some(s), None)
+        }
+        Server::Script(script) => {
+            let script = *script;
+            let s = raw::start(move |mut c| async move {
+                if c.read_request().await.is_some() {
+                    script(c).await;
+                }
+            })
+            .await;
+            (s.base_url(), Some(s), None)
+        }
+        Server::RedirectElsewhere => {
+            let elsewhere = raw::fixed(format!("{SSE_HEAD}{}", good_stream(2))).await;
+            let location = format!("http://{}/v1/chat/completions", elsewhere.addr);
+            let s = raw::fixed(response(
+                "307 Temporary Redirect",
+                &[("location", &location)],
+                "",
+            ))
+            .await;
+            (s.base_url(), Some(s), Some(elsewhere))
+        }
+    };
+    Serving {
+        base_url,
+        server,
+        elsewhere,
+    }
+}
+
+/// Runs one case; panics on the first check that fails.
+async fn run(case: Case) {
+    let serving = serve(&case.server).await;
+    let h = Harness::new();
+    let started = Instant::now();
+    let r = h
+        .expect(&serving.base_url, case.request_timeout, case.outcome)
+        .await;
+    let took = started.elapsed();
+    let first = &r.workloads[0].levels[0];
+    let example = || first.error_examples[case.outcome].as_str();
+    for check in &case.checks {
+        match check {
+            Check::Success(want, why) => assert_eq!(r.success, *want, "{why} {:?}", r.error),
+            Check::ExampleContains(part) => {
+                assert!(example().contains(part), "{check:?}: {r:?}")
+            }
+            Check::ExampleStartsWith(part) => {
+                assert!(example().starts_with(part), "{check:?}: {r:?}")
+            }
+            Check::ExampleIs(text) => assert_eq!(example(), text, "{check:?}"),
+            Check::ChatRequests(n) => {
+                let server = serving.server.as_ref().expect("a server");
+                assert_eq!(server.chat_requests().len() as u64, *n, "{check:?}");
+            }
+            Check::EveryStreamWithoutFinishReason => {
+                for l in &r.workloads[0].levels {
+                    assert_eq!(l.streams_without_finish_reason, l.requests, "{check:?}");
+                }
+            }
+            Check::TokenSource(source) => assert_eq!(first.token_source, *source, "{check:?}"),
+            Check::OutputTokens(n) => assert_eq!(first.output_tokens, *n, "{check:?}"),
+            Check::ShedRatio(ratio) => assert_eq!(first.shed_ratio, *ratio, "{check:?}"),
+            Check::RedirectNotFollowed => {
+                let elsewhere = serving.elsewhere.as_ref().expect("a redirect target");
+                assert!(elsewhere.requests().is_empty(), "the redirect was followed");
+            }
+            Check::Within(limit) => assert!(took < *limit, "{check:?}: took {took:?}"),
+        }
+    }
+}
+
+// --- The harness ------------------------------------------------------------
 
 /// Feeds every counted request into the metrics, as the daemon does.
 struct Feed(Arc<Metrics>);
@@ -60,8 +671,7 @@ impl Harness {
 
     /// One sweep of target `t1` at `base_url`, bounded in time.
     async fn sweep(&self, base_url: &str, request_timeout: &str) -> SweepReport {
-        let path = write_config(&yaml(base_url, request_timeout));
-        let cfg = config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        let cfg = support::config::load(&yaml(base_url, request_timeout));
         let target = &cfg.targets[0];
         let reachable = endpoint::reach(target).await.unwrap();
         let run = sweep::run(
@@ -79,13 +689,8 @@ impl Harness {
 
     /// `llmprobe_requests_total{target="t1", outcome}` as exposed.
     fn counted(&self, outcome: &str) -> u64 {
-        let text = self.metrics.encode();
-        let want = format!("outcome=\"{outcome}\"");
-        text.lines()
-            .filter(|l| l.starts_with("llmprobe_requests_total{"))
-            .filter(|l| l.contains(&want) && l.contains("target=\"t1\""))
-            .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
-            .sum()
+        let labels = [("target", "t1"), ("outcome", outcome)];
+        metric_sum(&self.metrics.encode(), "llmprobe_requests_total", &labels) as u64
     }
 
     /// Sweeps the misbehaving server and checks that every request ended in
@@ -140,481 +745,21 @@ impl Harness {
 /// Levels 2 and 4, four requests each, no warm-up (it would hide nothing
 /// but cost time).
 fn yaml(base_url: &str, request_timeout: &str) -> String {
-    format!(
-        r#"
-listen: "127.0.0.1:0"
-schedule: {{ interval: 1s, jitter: 0%, max_in_flight_total: 16, sweep_timeout: 25s }}
-defaults:
-  workload: chat
-  warmup_requests: 0
-  levels: [2, 4]
-  requests_per_level: {PER_LEVEL}
-  min_requests_per_level: 1
-  request_timeout: {request_timeout}
-  slo: {{ p95_latency: 5s, max_shed_ratio: 0.05, max_error_ratio: 0.05 }}
-workloads:
-  chat:
-    max_completion_tokens: 16
-    prompts: ["hello there"]
-targets:
-  - name: t1
-    base_url: {base_url}
-    model: m
-"#
-    )
-}
-
-fn example<'a>(r: &'a SweepReport, outcome: &str) -> &'a str {
-    &r.workloads[0].levels[0].error_examples[outcome]
-}
-
-// --- Connections that never carry a response -------------------------------
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connection_refused_is_a_connect_error() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    drop(listener);
-    let h = Harness::new();
-    let r = h.expect(&url, "2s", "connect_error").await;
-    assert!(!r.success, "no request reached a server");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unresolvable_name_is_a_connect_error() {
-    // `.invalid` never resolves (RFC 6761).
-    let h = Harness::new();
-    let r = h
-        .expect("http://llmprobe-test.invalid/v1", "5s", "connect_error")
-        .await;
-    assert!(!r.success);
-    assert!(example(&r, "connect_error").contains("dns"), "{r:?}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tls_handshake_failure_is_a_connect_error() {
-    // A plain HTTP server spoken to with https://: the handshake gets an
-    // HTTP answer instead of a ServerHello.
-    let plain = raw::start(|mut c| async move {
-        c.write(response("400 Bad Request", &[], "not TLS")).await;
-    })
-    .await;
-    let url = format!("https://{}/v1", plain.addr);
-    let h = Harness::new();
-    let r = h.expect(&url, "2s", "connect_error").await;
-    assert!(!r.success);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn not_http_at_all_is_a_protocol_error() {
-    let s = raw::fixed("SSH-2.0-OpenSSH_9.6\r\n\r\n").await;
-    let h = Harness::new();
-    h.expect(&s.base_url(), "2s", "protocol_error").await;
-}
-
-// --- Stalls and trickles ----------------------------------------------------
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stall_before_headers_is_a_timeout() {
-    let s = raw::start(|mut c| async move {
-        if c.read_request().await.is_some() {
-            c.wait_closed().await;
-        }
-    })
-    .await;
-    let h = Harness::new();
-    let r = h.expect(&s.base_url(), "1s", "timeout").await;
-    assert!(r.success, "a timeout is a measurement, not a failed sweep");
-    // Each request sent once: the level's, plus the uncounted ones before it
-    // (the output-limit check, and one per place to open the connections).
-    let uncounted = 1 + 2;
-    assert_eq!(s.chat_requests().len() as u64, uncounted + PER_LEVEL);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stall_mid_stream_past_the_request_timeout_is_a_timeout() {
-    let s = raw::start(|mut c| async move {
-        if c.read_request().await.is_some() {
-            c.write(format!("{SSE_HEAD}{}{}", content("a"), content("b")))
-                .await;
-            c.wait_closed().await;
-        }
-    })
-    .await;
-    let h = Harness::new();
-    h.expect(&s.base_url(), "1s", "timeout").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn trickle_of_one_byte_per_second_is_a_timeout() {
-    // The limit is on the whole request, not on the gap between reads:
-    // a server that keeps sending slowly cannot hold a request forever.
-    let s = raw::start(|mut c| async move {
-        if c.read_request().await.is_none() {
-            return;
-        }
-        c.write(SSE_HEAD).await;
-        for b in good_stream(4).as_bytes() {
-            if !c.write([*b]).await {
-                return;
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    })
-    .await;
-    let h = Harness::new();
-    h.expect(&s.base_url(), "2s", "timeout").await;
-}
-
-// --- Broken streams ---------------------------------------------------------
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reset_mid_stream_is_a_protocol_error() {
-    let s = raw::start(|mut c| async move {
-        if c.read_request().await.is_some() {
-            c.write(format!("{SSE_HEAD}{}{}", content("a"), content("b")))
-                .await;
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            c.reset();
-        }
-    })
-    .await;
-    let h = Harness::new();
-    let r = h.expect(&s.base_url(), "2s", "protocol_error").await;
-    assert!(
-        example(&r, "protocol_error").contains("stream broken"),
-        "{r:?}"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_done_and_no_finish_reason_is_a_protocol_error() {
-    let s = raw::fixed(format!("{SSE_HEAD}{}{}", content("a"), content("b"))).await;
-    let h = Harness::new();
-    let r = h.expect(&s.base_url(), "2s", "protocol_error").await;
-    assert!(example(&r, "protocol_error").contains("without [DONE] or finish_reason"));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_done_but_a_finish_reason_is_ok() {
-    let s = raw::fixed(format!("{SSE_HEAD}{}{}", content("a"), finish())).await;
-    let h = Harness::new();
-    h.expect(&s.base_url(), "2s", "ok").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn done_without_finish_reason_is_ok_but_flagged() {
-    let s = raw::fixed(format!("{SSE_HEAD}{}{}{DONE}", content("a"), content("b"))).await;
-    let h = Harness::new();
-    let r = h.expect(&s.base_url(), "2s", "ok").await;
-    for l in &r.workloads[0].levels {
-        assert_eq!(l.streams_without_finish_reason, l.requests);
+    Yaml {
+        max_in_flight_total: 16,
+        sweep_timeout: "25s",
+        warmup_requests: 0,
+        levels: "[2, 4]",
+        requests_per_level: &PER_LEVEL.to_string(),
+        min_requests_per_level: 1,
+        request_timeout,
+        slo: Some("{ p95_latency: 5s, max_shed_ratio: 0.05, max_error_ratio: 0.05 }"),
+        max_completion_tokens: 16,
+        prompts: r#"["hello there"]"#,
+        rest: &format!("targets:\n  - name: t1\n    base_url: {base_url}\n    model: m"),
+        ..Yaml::default()
     }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_usage_chunk_counts_tokens_from_chunks() {
-    let s = raw::fixed(format!(
-        "{SSE_HEAD}{}{}{}{DONE}",
-        content("a"),
-        content("b"),
-        finish()
-    ))
-    .await;
-    let h = Harness::new();
-    let r = h.expect(&s.base_url(), "2s", "ok").await;
-    let l = &r.workloads[0].levels[0];
-    assert_eq!(l.token_source, "chunks");
-    assert_eq!(l.output_tokens, 2 * PER_LEVEL);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn only_empty_choices_is_a_protocol_error() {
-    let empty = "data: {\"choices\":[]}\n\n";
-    let s = raw::fixed(format!("{SSE_HEAD}{empty}{empty}{}{DONE}", usage(0))).await;
-    let h = Harness::new();
-    let r = h.expect(&s.base_url(), "2s", "protocol_error").await;
-    assert!(example(&r, "protocol_error").contains("no generated content"));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn empty_choices_between_content_chunks_are_ignored() {
-    let empty = "data: {\"choices\":[]}\n\n";
-    let s = raw::fixed(format!(
-        "{SSE_HEAD}{empty}{}{empty}{}{}{DONE}",
-        content("a"),
-        content("b"),
-        finish()
-    ))
-    .await;
-    let h = Harness::new();
-    h.expect(&s.base_url(), "2s", "ok").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn error_field_mid_stream_is_a_protocol_error() {
-    let s = raw::fixed(format!(
-        "{SSE_HEAD}{}data: {{\"error\":{{\"message\":\"upstream failed\",\"code\":500}}}}\n\n{DONE}",
-        content("a")
-    ))
-    .await;
-    let h = Harness::new();
-    let r = h.expect(&s.base_url(), "2s", "protocol_error").await;
-    assert_eq!(
-        example(&r, "protocol_error"),
-        "error event in stream: upstream failed"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn error_event_type_mid_stream_is_a_protocol_error() {
-    // `event: error` with data that is not an OpenAI error object: the
-    // event type alone says the stream failed.
-    let s = raw::fixed(format!(
-        "{SSE_HEAD}{}event: error\ndata: {{\"message\":\"engine died\"}}\n\n{}{DONE}",
-        content("a"),
-        finish()
-    ))
-    .await;
-    let h = Harness::new();
-    let r = h.expect(&s.base_url(), "2s", "protocol_error").await;
-    assert!(
-        example(&r, "protocol_error").contains("engine died"),
-        "{r:?}"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn malformed_sse_lines_among_good_ones_are_skipped() {
-    // Lines without a colon, unknown fields and comments are ignored by the
-    // SSE rules; the chunks around them still count.
-    let junk = "garbage without colon\nretry: soon\nid\n: comment\nfoo: bar\n";
-    let s = raw::fixed(format!(
-        "{SSE_HEAD}{junk}{}{junk}{}{}{DONE}",
-        content("a"),
-        content("b"),
-        finish()
-    ))
-    .await;
-    let h = Harness::new();
-    h.expect(&s.base_url(), "2s", "ok").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn only_malformed_sse_lines_is_a_protocol_error() {
-    let s = raw::fixed(format!(
-        "{SSE_HEAD}dta: {{\"choices\":[]}}\n\ndata{{\"choices\":[{{\"delta\":{{\"content\":\"x\"}}}}]}}\n\n"
-    ))
-    .await;
-    let h = Harness::new();
-    h.expect(&s.base_url(), "2s", "protocol_error").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn invalid_json_in_a_data_line_is_a_protocol_error() {
-    let s = raw::fixed(format!(
-        "{SSE_HEAD}{}data: {{\"choices\": [{{\"delta\": \n\n{DONE}",
-        content("a")
-    ))
-    .await;
-    let h = Harness::new();
-    let r = h.expect(&s.base_url(), "2s", "protocol_error").await;
-    assert!(example(&r, "protocol_error").contains("not valid JSON"));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn invalid_utf8_is_a_protocol_error() {
-    let mut body = format!("{SSE_HEAD}{}", content("a")).into_bytes();
-    body.extend_from_slice(b"data: {\"choices\":[{\"delta\":{\"content\":\"\xff\xfe\"}}]}\n\n");
-    body.extend_from_slice(DONE.as_bytes());
-    let s = raw::fixed(body).await;
-    let h = Harness::new();
-    let r = h.expect(&s.base_url(), "2s", "protocol_error").await;
-    assert!(example(&r, "protocol_error").contains("UTF-8"));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ten_megabyte_line_is_cut_off_at_the_line_limit() {
-    // Memory stays bounded: the decoder gives up at probe::MAX_LINE_BYTES
-    // instead of buffering the line, and the request is dropped.
-    let s = raw::start(|mut c| async move {
-        if c.read_request().await.is_none() {
-            return;
-        }
-        c.write(format!("{SSE_HEAD}{}data: {{\"x\":\"", content("a")))
-            .await;
-        let block = vec![b'a'; 64 * 1024];
-        for _ in 0..160 {
-            if !c.write(&block).await {
-                return;
-            }
-        }
-    })
-    .await;
-    let h = Harness::new();
-    let r = h.expect(&s.base_url(), "5s", "protocol_error").await;
-    assert_eq!(
-        example(&r, "protocol_error"),
-        format!(
-            "SSE line longer than {} bytes",
-            llmprobe::probe::exchange::MAX_LINE_BYTES
-        )
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn http_1_0_with_connection_close_framing_is_ok() {
-    let s = raw::fixed(format!(
-        "HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n{}",
-        good_stream(3)
-    ))
-    .await;
-    let h = Harness::new();
-    let r = h.expect(&s.base_url(), "2s", "ok").await;
-    assert_eq!(r.workloads[0].levels[0].token_source, "usage");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_that_keeps_sending_after_done_does_not_hold_the_request() {
-    // Keep-alive comments after [DONE], faster than the after-[DONE] grace:
-    // the request still ends (ok) soon after [DONE], not at its time limit.
-    let s = raw::start(|mut c| async move {
-        if c.read_request().await.is_none() {
-            return;
-        }
-        c.write(format!("{SSE_HEAD}{}", good_stream(2))).await;
-        for _ in 0..100 {
-            if !c.write(": ping\n").await {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
-    let h = Harness::new();
-    let started = std::time::Instant::now();
-    h.expect(&s.base_url(), "4s", "ok").await;
-    // Two levels of two rounds each; a request held to its limit would
-    // take 4 x 4 s.
-    assert!(
-        started.elapsed() < Duration::from_secs(8),
-        "{:?}",
-        started.elapsed()
-    );
-}
-
-// --- Answers that are not a stream ------------------------------------------
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn html_page_with_200_is_a_protocol_error() {
-    let s = raw::fixed(response(
-        "200 OK",
-        &[("content-type", "text/html; charset=utf-8")],
-        "<html><body>Welcome to nginx!</body></html>",
-    ))
-    .await;
-    let h = Harness::new();
-    let r = h.expect(&s.base_url(), "2s", "protocol_error").await;
-    assert!(example(&r, "protocol_error").contains("text/html"));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn json_instead_of_a_stream_is_a_protocol_error() {
-    let s = raw::fixed(response(
-        "200 OK",
-        &[("content-type", "application/json")],
-        r#"{"choices":[{"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}"#,
-    ))
-    .await;
-    let h = Harness::new();
-    let r = h.expect(&s.base_url(), "2s", "protocol_error").await;
-    assert!(example(&r, "protocol_error").contains("application/json"));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn status_500_with_a_json_error_is_an_http_error() {
-    let s = raw::fixed(response(
-        "500 Internal Server Error",
-        &[("content-type", "application/json")],
-        r#"{"error":{"message":"CUDA out of memory","type":"server_error"}}"#,
-    ))
-    .await;
-    let h = Harness::new();
-    let r = h.expect(&s.base_url(), "2s", "http_error").await;
-    assert!(example(&r, "http_error").starts_with("HTTP 500: "));
-    assert!(example(&r, "http_error").contains("CUDA out of memory"));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn status_503_with_retry_after_is_shed() {
-    let s = raw::fixed(response(
-        "503 Service Unavailable",
-        &[("retry-after", "2")],
-        "overloaded",
-    ))
-    .await;
-    let h = Harness::new();
-    let r = h.expect(&s.base_url(), "2s", "shed").await;
-    assert!(r.success, "503s are counted, they do not fail the sweep");
-    assert_eq!(r.workloads[0].levels[0].shed_ratio, 1.0);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn status_503_without_retry_after_is_shed() {
-    let s = raw::fixed(response("503 Service Unavailable", &[], "")).await;
-    let h = Harness::new();
-    h.expect(&s.base_url(), "2s", "shed").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn status_503_whose_body_stalls_is_still_shed() {
-    // The status says it all: waiting for the rest of the body would turn
-    // a shed request into a timeout.
-    let s = raw::start(|mut c| async move {
-        if c.read_request().await.is_some() {
-            c.write("HTTP/1.1 503 Service Unavailable\r\ncontent-length: 100\r\n\r\nbusy")
-                .await;
-            c.wait_closed().await;
-        }
-    })
-    .await;
-    let h = Harness::new();
-    let r = h.expect(&s.base_url(), "3s", "shed").await;
-    assert_eq!(example(&r, "shed"), "HTTP 503: busy");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn status_429_is_rate_limited() {
-    let s = raw::fixed(response(
-        "429 Too Many Requests",
-        &[
-            ("retry-after-ms", "250"),
-            ("x-ratelimit-remaining-requests", "0"),
-        ],
-        r#"{"error":{"message":"rate limit reached"}}"#,
-    ))
-    .await;
-    let h = Harness::new();
-    let r = h.expect(&s.base_url(), "2s", "rate_limited").await;
-    assert_eq!(r.workloads[0].levels[0].shed_ratio, 1.0);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redirect_is_not_followed_and_is_an_http_error() {
-    // The key must never go to another location: the other server must
-    // see nothing.
-    let elsewhere = raw::fixed(format!("{SSE_HEAD}{}", good_stream(2))).await;
-    let location = format!("http://{}/v1/chat/completions", elsewhere.addr);
-    let s = raw::fixed(response(
-        "307 Temporary Redirect",
-        &[("location", &location)],
-        "",
-    ))
-    .await;
-    let h = Harness::new();
-    let r = h.expect(&s.base_url(), "2s", "http_error").await;
-    assert!(example(&r, "http_error").contains("redirect not followed"));
-    assert!(elsewhere.requests().is_empty(), "the redirect was followed");
+    .render()
 }
 
 // --- The daemon: counters on /metrics, one log line per sweep ---------------
@@ -659,41 +804,25 @@ async fn daemon_keeps_measuring_counts_outcomes_and_logs_once_per_sweep() {
         ..Default::default()
     })
     .await;
-    let yaml = format!(
-        r#"
-listen: "127.0.0.1:0"
-schedule: {{ interval: 1s, jitter: 0%, max_in_flight_total: 16, sweep_timeout: 20s }}
-defaults:
-  workload: chat
-  warmup_requests: 0
-  levels: [2, 4]
-  requests_per_level: 4
-  min_requests_per_level: 1
-  request_timeout: 2s
-workloads:
-  chat:
-    max_completion_tokens: 8
-    prompts: ["hi"]
-targets:
-  - name: daemon-bad
-    base_url: {}
-    model: m
-  - name: daemon-good
-    base_url: {}
-    model: m
-"#,
+    let targets = format!(
+        "targets:\n  - name: daemon-bad\n    base_url: {}\n    model: m\n  - name: daemon-good\n    base_url: {}\n    model: m",
         bad.base_url(),
         good.base_url()
     );
-    let path = write_config(&yaml);
-    let cfg = config::load(&path).unwrap_or_else(|e| panic!("{e}"));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let shutdown = CancellationToken::new();
-    let (_reload_tx, reload_rx) = tokio::sync::mpsc::channel(1);
-    let daemon = llmprobe::run(&path, cfg, listener, shutdown.clone(), reload_rx);
-
-    let http = reqwest::Client::new();
+    let yaml = Yaml {
+        max_in_flight_total: 16,
+        sweep_timeout: "20s",
+        warmup_requests: 0,
+        levels: "[2, 4]",
+        requests_per_level: "4",
+        min_requests_per_level: 1,
+        request_timeout: "2s",
+        prompts: r#"["hi"]"#,
+        rest: &targets,
+        ..Yaml::default()
+    }
+    .render();
+    let d = Daemon::start(write_config(&yaml)).await;
     let sweeps = |text: &str, t: &str| {
         metric(
             text,
@@ -708,31 +837,14 @@ targets:
             )
             .unwrap_or(0.0)
     };
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let observe = async {
-        let text = loop {
-            let text = http
-                .get(format!("http://{addr}/metrics"))
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap();
-            if sweeps(&text, "daemon-bad") >= 3.0 && sweeps(&text, "daemon-good") >= 3.0 {
-                break text;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "three sweeps of each target within 30 s:\n{text}"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        };
-        shutdown.cancel();
-        text
-    };
-    let (ran, text) = tokio::join!(daemon, observe);
-    ran.unwrap();
+    let text = d
+        .wait_for(
+            Duration::from_secs(30),
+            "three sweeps of each target",
+            |t| sweeps(t, "daemon-bad") >= 3.0 && sweeps(t, "daemon-good") >= 3.0,
+        )
+        .await;
+    d.stop().await;
 
     let bad_labels = [("target", "daemon-bad"), ("outcome", "protocol_error")];
     let bad_count = metric(&text, "llmprobe_requests_total", &bad_labels).unwrap();

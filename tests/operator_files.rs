@@ -17,65 +17,46 @@
 //!   (datasource variable, template variables, only known metric names).
 //!   The type check against Grafana's schema is `grafana/schema-check/run.sh`.
 
+mod support;
+
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use support::alertmanager::{self, Alertmanager};
+use support::grafana::panels;
+use support::paths::{read, repo, ScratchDir};
+use support::process::assert_success;
+use support::promql::llmprobe_metrics;
+use support::promtool;
+use support::wait;
 
-fn read(rel: &str) -> String {
-    let path = repo().join(rel);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
-}
-
-fn promtool() -> String {
-    std::env::var("PROMTOOL").unwrap_or_else(|_| "promtool".to_string())
-}
-
-/// Runs a tool; a tool that cannot be started is a test failure with a hint.
-fn run_required<I, S>(tool: &str, args: I, install_hint: &str) -> Output
+/// Runs systemd-analyze in the repository root.
+fn systemd_analyze_run<I, S>(tool: &str, args: I) -> Output
 where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
-    match Command::new(tool).args(args).current_dir(repo()).output() {
-        Ok(out) => out,
-        Err(e) => panic!("cannot run `{tool}` ({e}): {install_hint}"),
-    }
+    Command::new(tool)
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run `{tool}` ({e})"))
 }
-
-fn assert_success(what: &str, out: &Output) {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{what} failed with {}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
-        out.status
-    );
-}
-
-const PROMTOOL_HINT: &str =
-    "promtool is required: install Debian's `prometheus` package (apt-get install -y prometheus) \
-     or set PROMTOOL to a promtool binary";
 
 // ---------------------------------------------------------------------------
 // Prometheus
 
 #[test]
 fn promtool_check_rules() {
-    let out = run_required(
-        &promtool(),
-        [
-            "check",
-            "rules",
-            "prometheus/alerts.yml",
-            "prometheus/gateway_max_in_flight.example.yml",
-        ],
-        PROMTOOL_HINT,
-    );
+    let out = promtool::run([
+        "check",
+        "rules",
+        "prometheus/alerts.yml",
+        "prometheus/gateway_max_in_flight.example.yml",
+    ]);
     assert_success("promtool check rules", &out);
     // The rules read the limits llmprobe exports, not numbers copied in.
     let rules = read("prometheus/alerts.yml");
@@ -91,11 +72,7 @@ fn promtool_check_rules() {
 
 #[test]
 fn promtool_test_rules() {
-    let out = run_required(
-        &promtool(),
-        ["test", "rules", "prometheus/alerts_test.yml"],
-        PROMTOOL_HINT,
-    );
+    let out = promtool::run(["test", "rules", "prometheus/alerts_test.yml"]);
     assert_success("promtool test rules prometheus/alerts_test.yml", &out);
 }
 
@@ -104,7 +81,7 @@ fn promtool_check_config() {
     // scrape.yml is a complete configuration (global, rule_files with
     // alerts.yml next to it, the scrape job); check it as Prometheus would
     // load it, from a copy laid out like /etc/prometheus.
-    let dir = TempDir::new("promconfig");
+    let dir = ScratchDir::new("operator-promconfig");
     std::fs::copy(
         repo().join("prometheus/scrape.yml"),
         dir.path().join("prometheus.yml"),
@@ -116,15 +93,11 @@ fn promtool_check_config() {
     )
     .unwrap();
     let config = dir.path().join("prometheus.yml");
-    let out = run_required(
-        &promtool(),
-        [
-            OsStr::new("check"),
-            OsStr::new("config"),
-            config.as_os_str(),
-        ],
-        PROMTOOL_HINT,
-    );
+    let out = promtool::run([
+        OsStr::new("check"),
+        OsStr::new("config"),
+        config.as_os_str(),
+    ]);
     assert_success("promtool check config (scrape.yml)", &out);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -256,18 +229,9 @@ fn every_alert_has_a_runbook_section() {
 // ---------------------------------------------------------------------------
 // Alertmanager
 
-const ALERTMANAGER_HINT: &str = "amtool and alertmanager are required: install Debian's \
-     `prometheus-alertmanager` package (apt-get install -y prometheus-alertmanager) or set \
-     AMTOOL and ALERTMANAGER";
-
 #[test]
 fn alertmanager_example_passes_amtool() {
-    let tool = std::env::var("AMTOOL").unwrap_or_else(|_| "amtool".to_string());
-    let out = run_required(
-        &tool,
-        ["check-config", "prometheus/alertmanager.example.yml"],
-        ALERTMANAGER_HINT,
-    );
+    let out = alertmanager::amtool(["check-config", "prometheus/alertmanager.example.yml"]);
     assert_success("amtool check-config", &out);
     // Every alert name the inhibit rules match on exists.
     let alerts = alert_names();
@@ -291,29 +255,12 @@ fn alertmanager_example_passes_amtool() {
 /// compares which ones it reports as inhibited.
 #[tokio::test]
 async fn alertmanager_example_inhibits_what_it_says() {
-    let binary = std::env::var("ALERTMANAGER")
-        .unwrap_or_else(|_| "/usr/bin/prometheus-alertmanager".to_string());
-    let dir = TempDir::new("alertmanager");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap();
-    let log = std::fs::File::create(dir.path().join("log")).unwrap();
-    let child = Command::new(&binary)
-        .arg(format!(
-            "--config.file={}",
-            repo().join("prometheus/alertmanager.example.yml").display()
-        ))
-        .arg(format!("--storage.path={}", dir.path().display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        // A single Alertmanager: no gossip port.
-        .arg("--cluster.listen-address=")
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {binary} ({e}): {ALERTMANAGER_HINT}"));
-    let _stop = KillOnDrop(child);
-    let base = format!("http://127.0.0.1:{port}/api/v2");
+    let dir = ScratchDir::new("alertmanager");
+    let am = Alertmanager::start(
+        dir.path(),
+        &repo().join("prometheus/alertmanager.example.yml"),
+    );
+    let base = &am.api;
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
 
     // (labels, inhibited?)
@@ -446,22 +393,31 @@ async fn alertmanager_example_inhibits_what_it_says() {
 
     // Ready, then the alerts in; the inhibitor picks the sources up
     // asynchronously: poll until the answer matches or time runs out.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let mut got: Vec<(String, bool)> = Vec::new();
-    let mut posted = false;
-    while std::time::Instant::now() < deadline {
-        if !posted {
-            posted = http
-                .post(format!("{base}/alerts"))
-                .header("content-type", "application/json")
-                .body(serde_json::to_vec(&body).unwrap())
+    let posted = &AtomicBool::new(false);
+    let (http, body, want, am) = (&http, &body, &want, &am);
+    wait::poll(
+        "Alertmanager to inhibit what the example says",
+        Duration::from_secs(30),
+        move || async move {
+            if !posted.load(Ordering::Relaxed) {
+                let ok = http
+                    .post(format!("{base}/alerts"))
+                    .header("content-type", "application/json")
+                    .body(serde_json::to_vec(body).unwrap())
+                    .send()
+                    .await
+                    .is_ok_and(|r| r.status().is_success());
+                posted.store(ok, Ordering::Relaxed);
+                return Err(format!("alerts posted: {ok}\n{}", am.process.tail()));
+            }
+            let r = http
+                .get(format!("{base}/alerts"))
                 .send()
                 .await
-                .is_ok_and(|r| r.status().is_success());
-        } else if let Ok(r) = http.get(format!("{base}/alerts")).send().await {
+                .map_err(|e| format!("GET {base}/alerts: {e}"))?;
             let bytes = r.bytes().await.unwrap_or_default();
             let alerts: Vec<serde_json::Value> = serde_json::from_slice(&bytes).unwrap_or_default();
-            got = alerts
+            let mut got: Vec<(String, bool)> = alerts
                 .iter()
                 .map(|a| {
                     let inhibited = a["status"]["inhibitedBy"]
@@ -471,26 +427,17 @@ async fn alertmanager_example_inhibits_what_it_says() {
                 })
                 .collect();
             got.sort();
-            if got == want {
-                return;
+            if got == *want {
+                Ok(())
+            } else {
+                Err(format!(
+                    "Alertmanager reports\n{got:?}\nwanted\n{want:?}\n{}",
+                    am.process.tail()
+                ))
             }
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
-    panic!(
-        "Alertmanager (posted: {posted}) reports\n{got:?}\nwanted\n{want:?}\nlog:\n{}",
-        std::fs::read_to_string(dir.path().join("log")).unwrap_or_default()
-    );
-}
-
-/// Kills and reaps a child process when the test ends, however it ends.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+        },
+    )
+    .await;
 }
 
 // ---------------------------------------------------------------------------
@@ -559,11 +506,11 @@ fn systemd_analyze_verify() {
     let original = "ExecStart=/usr/local/bin/llmprobe ";
     assert!(unit.contains(original), "unit has no `{original}` line");
     let unit = unit.replace(original, &format!("ExecStart={bin} "));
-    let dir = TempDir::new("unit");
+    let dir = ScratchDir::new("operator-unit");
     let path = dir.path().join("llmprobe.service");
     std::fs::write(&path, unit).unwrap();
 
-    let out = run_required(tool, [OsStr::new("verify"), path.as_os_str()], "");
+    let out = systemd_analyze_run(tool, [OsStr::new("verify"), path.as_os_str()]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_success("systemd-analyze verify", &out);
     // verify reports problems it tolerates (unknown keys, bad values) on
@@ -584,7 +531,7 @@ fn systemd_analyze_security_exposure_at_most_2() {
     let Some(tool) = systemd_analyze() else {
         return;
     };
-    let out = run_required(
+    let out = systemd_analyze_run(
         tool,
         [
             "security",
@@ -592,7 +539,6 @@ fn systemd_analyze_security_exposure_at_most_2() {
             "--no-pager",
             "systemd/llmprobe.service",
         ],
-        "",
     );
     assert_success("systemd-analyze security --offline=true", &out);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -656,38 +602,6 @@ const DASHBOARDS: &[&str] = &[
     "grafana/dashboards/llmprobe-capacity-overview.json",
     "grafana/dashboards/llmprobe-target-detail.json",
 ];
-
-/// Every `llmprobe_*` identifier in a PromQL expression.
-fn llmprobe_metrics_in(expr: &str) -> Vec<String> {
-    let mut names = Vec::new();
-    let bytes = expr.as_bytes();
-    let mut i = 0;
-    while let Some(pos) = expr[i..].find("llmprobe_") {
-        let start = i + pos;
-        let boundary =
-            start == 0 || !(bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_');
-        let mut end = start;
-        while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
-            end += 1;
-        }
-        if boundary {
-            names.push(expr[start..end].to_string());
-        }
-        i = end;
-    }
-    names
-}
-
-fn panels(dashboard: &serde_json::Value) -> Vec<&serde_json::Value> {
-    let mut out = Vec::new();
-    for p in dashboard["panels"].as_array().expect("panels") {
-        out.push(p);
-        if let Some(inner) = p["panels"].as_array() {
-            out.extend(inner.iter());
-        }
-    }
-    out
-}
 
 #[test]
 fn dashboards_are_importable_and_use_known_metrics() {
@@ -760,7 +674,7 @@ fn dashboards_are_importable_and_use_known_metrics() {
                 let expr = t["expr"]
                     .as_str()
                     .unwrap_or_else(|| panic!("{rel}: {title}: no expr"));
-                for m in llmprobe_metrics_in(expr) {
+                for m in llmprobe_metrics(expr) {
                     assert!(
                         KNOWN_METRICS.contains(&m.as_str()),
                         "{rel}: {title}: unknown metric {m} in {expr}"
@@ -768,32 +682,5 @@ fn dashboards_are_importable_and_use_known_metrics() {
                 }
             }
         }
-    }
-}
-
-// ---------------------------------------------------------------------------
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let path = std::env::temp_dir().join(format!(
-            "llmprobe-operator-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&path).unwrap();
-        TempDir(path)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }

@@ -15,8 +15,9 @@ use llmprobe::schedule::endpoint;
 use llmprobe::stats::report::{LevelSummary, SweepReport};
 use llmprobe::sweep::{NoObserver, SweepEnv};
 use llmprobe::{config, sweep};
+use support::config::write_config;
 use support::raw::{self, content, finish, good_stream, usage, DONE, SSE_HEAD};
-use support::{start, write_config, Behavior};
+use support::server::{start, Behavior};
 use tokio_util::sync::CancellationToken;
 
 /// A sweep that takes longer than this is hung.
@@ -170,7 +171,7 @@ async fn a_level_the_global_cap_cannot_hold_does_not_raise_the_knee() {
         why.contains("concurrency 8 not measured") && why.contains("global cap"),
         "{why}"
     );
-    assert_eq!(server.seen.shed.load(Ordering::SeqCst), 0);
+    assert!(server.max_in_flight() <= 4, "nothing was shed");
     for l in &w.levels {
         assert!(l.kept_concurrency, "level {}", l.concurrency);
         assert!(

@@ -7,11 +7,17 @@
 
 mod support;
 
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
+use support::binary::{self, Running};
+use support::config::Yaml;
+use support::exposition::metric;
+use support::paths::fresh_dir;
+use support::process::output_text;
 use support::raw::{self, content, response, SSE_HEAD};
-use support::{metric, write_config};
+use support::wait;
 
 const KEY: &str = "sk-PLANTED-5ecr3t";
 
@@ -60,28 +66,12 @@ async fn echoing_servers() -> (raw::RawServer, raw::RawServer) {
 
 /// A config with the key in an environment variable for one target and in
 /// a file for the other.
-fn planted_config(rejecting: &str, streaming: &str, listen: &str) -> std::path::PathBuf {
-    let key_file = std::env::temp_dir().join(format!(
-        "llmprobe-secrets-{}-{}.key",
-        std::process::id(),
-        fastrand::u64(..)
-    ));
+fn planted_config(rejecting: &str, streaming: &str) -> PathBuf {
+    let dir = fresh_dir("secrets");
+    let key_file = dir.join("planted.key");
     std::fs::write(&key_file, format!("{KEY}\n")).unwrap();
-    write_config(&format!(
+    let targets = format!(
         r#"
-listen: "{listen}"
-schedule: {{ interval: 1s, jitter: 0%, max_in_flight_total: 8, sweep_timeout: 20s }}
-defaults:
-  workload: chat
-  warmup_requests: 1
-  levels: [1, 2]
-  requests_per_level: 2
-  min_requests_per_level: 1
-  request_timeout: 2s
-workloads:
-  chat:
-    max_completion_tokens: 8
-    prompts: ["hi"]
 targets:
   - name: via-env
     base_url: {rejecting}
@@ -93,24 +83,32 @@ targets:
     api_key_file: {}
 "#,
         key_file.display()
-    ))
+    );
+    let yaml = Yaml {
+        max_in_flight_total: 8,
+        sweep_timeout: "20s",
+        levels: "[1, 2]",
+        requests_per_level: "2",
+        min_requests_per_level: 1,
+        request_timeout: "2s",
+        prompts: r#"["hi"]"#,
+        rest: &targets,
+        ..Yaml::default()
+    }
+    .render();
+    let path = dir.join("llmprobe.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    path
 }
 
+/// The built binary with the key in its environment and logs at trace level.
 fn llmprobe(args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_llmprobe"));
+    let mut c = binary::llmprobe();
     c.args(args)
         .env(KEY_VAR, KEY)
         .env("RUST_LOG", "trace")
         .stdin(Stdio::null());
     c
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 fn assert_no_key(what: &str, text: &str) {
@@ -134,33 +132,20 @@ fn assert_key_was_sent(server: &raw::RawServer) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn check_config_sweep_output_logs_and_debug_never_show_the_key() {
     let (rejecting, streaming) = echoing_servers().await;
-    let path = planted_config(&rejecting.base_url(), &streaming.base_url(), "127.0.0.1:0");
+    let path = planted_config(&rejecting.base_url(), &streaming.base_url());
     let config = path.to_str().unwrap().to_string();
 
-    let check = tokio::task::spawn_blocking({
-        let config = config.clone();
-        move || {
-            llmprobe(&["check-config", "--config", &config])
-                .output()
-                .unwrap()
-        }
-    })
-    .await
-    .unwrap();
-    assert!(check.status.success(), "{}", text(&check));
-    assert!(text(&check).contains("key: set"));
-    assert_no_key("check-config", &text(&check));
+    let check = binary::output(llmprobe(&["check-config", "--config", &config])).await;
+    assert!(check.status.success(), "{}", output_text(&check));
+    assert!(output_text(&check).contains("key: set"));
+    assert_no_key("check-config", &output_text(&check));
 
     for format in ["json", "table"] {
-        let config = config.clone();
-        let out = tokio::task::spawn_blocking(move || {
-            llmprobe(&["sweep", "--config", &config, "--format", format])
-                .output()
-                .unwrap()
-        })
-        .await
-        .unwrap();
-        let all = text(&out);
+        let out = binary::output(llmprobe(&[
+            "sweep", "--config", &config, "--format", format,
+        ]))
+        .await;
+        let all = output_text(&out);
         assert_no_key(&format!("sweep --format {format}"), &all);
         // The echoes were there, and were redacted rather than dropped.
         assert!(all.contains("HTTP 401"), "{all}");
@@ -187,51 +172,32 @@ async fn check_config_sweep_output_logs_and_debug_never_show_the_key() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_never_shows_the_key() {
     let (rejecting, streaming) = echoing_servers().await;
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let listen = format!("127.0.0.1:{port}");
-    let path = planted_config(&rejecting.base_url(), &streaming.base_url(), &listen);
-    let logs = path.with_extension("log");
-    let mut daemon = llmprobe(&["run", "--config", path.to_str().unwrap()])
-        .stdout(std::fs::File::create(logs.with_extension("out")).unwrap())
-        .stderr(std::fs::File::create(&logs).unwrap())
-        .spawn()
-        .unwrap();
+    let path = planted_config(&rejecting.base_url(), &streaming.base_url());
+    let daemon = Running::start(&path, &[(KEY_VAR, KEY), ("RUST_LOG", "trace")]);
 
-    let http = reqwest::Client::new();
-    let get = |p: &'static str| {
-        let http = http.clone();
-        let url = format!("http://{listen}{p}");
-        async move {
-            match http.get(url).send().await {
-                Ok(r) => r.text().await.unwrap_or_default(),
-                Err(_) => String::new(),
+    let get = |p: &'static str| async { daemon.get(p).await.unwrap_or_default() };
+    let metrics = wait::poll(
+        "two sweeps of each target",
+        Duration::from_secs(30),
+        || async {
+            daemon.process.assert_running();
+            let m = get("/metrics").await;
+            let swept = |t: &str| {
+                metric(
+                    &m,
+                    "llmprobe_sweeps_total",
+                    &[("target", t), ("result", "ok")],
+                )
+                .is_some_and(|n| n >= 2.0)
+            };
+            if swept("via-env") && swept("via-file") {
+                Ok(m)
+            } else {
+                Err(format!("{m}\n{}", daemon.process.stderr()))
             }
-        }
-    };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let metrics = loop {
-        let m = get("/metrics").await;
-        let swept = |t: &str| {
-            metric(
-                &m,
-                "llmprobe_sweeps_total",
-                &[("target", t), ("result", "ok")],
-            )
-            .is_some_and(|n| n >= 2.0)
-        };
-        if swept("via-env") && swept("via-file") {
-            break m;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "two sweeps of each target within 30 s:\n{m}\n{}",
-            std::fs::read_to_string(&logs).unwrap_or_default()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+        },
+    )
+    .await;
     let pages = [
         metrics,
         get("/").await,
@@ -239,17 +205,14 @@ async fn the_daemon_never_shows_the_key() {
         get("/readyz").await,
     ];
     // SIGTERM, so that the shutdown path logs too.
-    let _ = Command::new("kill")
-        .args(["-TERM", &daemon.id().to_string()])
-        .status();
-    let waited = tokio::task::spawn_blocking(move || daemon.wait()).await;
-    assert!(waited.unwrap().unwrap().success());
+    let status = tokio::task::block_in_place(|| daemon.stop(Duration::from_secs(30)));
+    assert!(status.success(), "{status}");
 
     for (i, page) in pages.iter().enumerate() {
         assert_no_key(&format!("page {i}"), page);
     }
-    let stderr = std::fs::read_to_string(&logs).unwrap();
-    let stdout = std::fs::read_to_string(logs.with_extension("out")).unwrap();
+    let stderr = daemon.process.stderr();
+    let stdout = daemon.process.stdout();
     assert!(stderr.contains("sweep finished"), "{stderr}");
     assert!(
         stderr.contains("Bearer [redacted]"),

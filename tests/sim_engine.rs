@@ -6,14 +6,16 @@
 //! that they do not compete with each other for the CPU; every tolerance is
 //! justified where it is set.
 
+mod support;
+
 use std::future::Future;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use llmprobe::sim::{self, count_tokens, SimConfig, SimParams};
+use llmprobe::sim::count_tokens;
 use serde_json::{json, Value};
-use tokio_util::sync::CancellationToken;
+use support::sim::{profile, SimServer};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -28,44 +30,6 @@ fn run<F: Future<Output = ()>>(test: F) {
         .build()
         .unwrap()
         .block_on(test);
-}
-
-fn profile(name: &str) -> SimParams {
-    SimConfig {
-        profile: name.into(),
-        ..SimConfig::default()
-    }
-    .resolve()
-    .unwrap()
-}
-
-struct Server {
-    url: String,
-    shutdown: CancellationToken,
-    task: tokio::task::JoinHandle<std::io::Result<()>>,
-}
-
-async fn start(params: SimParams) -> Server {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn(sim::serve(listener, params, shutdown.clone()));
-    Server {
-        url,
-        shutdown,
-        task,
-    }
-}
-
-impl Server {
-    async fn stop(self) {
-        self.shutdown.cancel();
-        tokio::time::timeout(Duration::from_secs(5), self.task)
-            .await
-            .expect("server stops promptly")
-            .unwrap()
-            .unwrap();
-    }
 }
 
 fn client() -> reqwest::Client {
@@ -196,10 +160,10 @@ fn ms(d: Duration) -> f64 {
 fn stream_format_matches_openai() {
     run(async {
         for engine in ["tiny", "stub"] {
-            let server = start(profile(engine)).await;
+            let server = SimServer::start(profile(engine)).await;
             let client = client();
             let text = "Hello, simulator! How fast are you today?";
-            let s = stream(&client, &server.url, &chat_body(text, 7)).await;
+            let s = stream(&client, &server.url(), &chat_body(text, 7)).await;
             assert_eq!(s.status, 200);
             assert!(s.done() && !s.broken, "{engine}: stream ends with [DONE]");
             let chunks = s.json();
@@ -231,7 +195,7 @@ fn stream_format_matches_openai() {
             assert_eq!(usage["usage"]["total_tokens"], count_tokens(text) + 7);
 
             // Deterministic: the same request gives the same text.
-            let again = stream(&client, &server.url, &chat_body(text, 7)).await;
+            let again = stream(&client, &server.url(), &chat_body(text, 7)).await;
             let again: String = again.json()[1..8]
                 .iter()
                 .map(|c| {
@@ -246,7 +210,7 @@ fn stream_format_matches_openai() {
             // max_tokens is honoured without max_completion_tokens; no usage unless asked.
             let body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}],
                               "max_tokens": 5, "stream": true});
-            let s = stream(&client, &server.url, &body).await;
+            let s = stream(&client, &server.url(), &body).await;
             let chunks = s.json();
             assert_eq!(chunks.len(), 1 + 5);
             assert!(chunks.iter().all(|c| c.get("usage").is_none()));
@@ -255,7 +219,7 @@ fn stream_format_matches_openai() {
             // Non-streaming.
             let body = json!({"model": "m", "messages": [{"role": "user", "content": text}],
                               "max_completion_tokens": 9});
-            let response = post(&client, &server.url, &body).await;
+            let response = post(&client, &server.url(), &body).await;
             assert_eq!(response.status(), 200);
             let v: Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
             assert_eq!(v["object"], "chat.completion");
@@ -278,7 +242,7 @@ fn stream_format_matches_openai() {
                     json!("messages"),
                 ),
             ] {
-                let response = post(&client, &server.url, &body).await;
+                let response = post(&client, &server.url(), &body).await;
                 assert_eq!(response.status(), 400);
                 let v: Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
                 assert_eq!(v["error"]["type"], "invalid_request_error");
@@ -286,7 +250,7 @@ fn stream_format_matches_openai() {
                 assert!(!v["error"]["message"].as_str().unwrap().is_empty());
             }
             let response = client
-                .post(format!("{}/v1/chat/completions", server.url))
+                .post(format!("{}/v1/chat/completions", server.url()))
                 .body("{not json")
                 .send()
                 .await
@@ -295,7 +259,7 @@ fn stream_format_matches_openai() {
 
             // Discovery endpoints.
             let response = client
-                .get(format!("{}/v1/models", server.url))
+                .get(format!("{}/v1/models", server.url()))
                 .send()
                 .await
                 .unwrap();
@@ -309,7 +273,7 @@ fn stream_format_matches_openai() {
             assert_eq!(v["data"][0]["id"], profile(engine).model_name);
             assert_eq!(v["data"][0]["object"], "model");
             let response = client
-                .get(format!("{}/health", server.url))
+                .get(format!("{}/health", server.url()))
                 .send()
                 .await
                 .unwrap();
@@ -325,16 +289,16 @@ fn sheds_above_max_in_flight_and_frees_slots() {
         let mut params = profile("tiny");
         params.max_batch = 2;
         params.max_in_flight = 4;
-        let server = start(params).await;
+        let server = SimServer::start(params).await;
         let client = client();
         // 4 long requests: 2 running, 2 queued; all admitted once headers arrive.
         let mut open = Vec::new();
         for _ in 0..4 {
-            let response = post(&client, &server.url, &chat_body("x", 2000)).await;
+            let response = post(&client, &server.url(), &chat_body("x", 2000)).await;
             assert_eq!(response.status(), 200);
             open.push(response);
         }
-        let response = post(&client, &server.url, &chat_body("x", 4)).await;
+        let response = post(&client, &server.url(), &chat_body("x", 4)).await;
         assert_eq!(response.status(), 503);
         assert_eq!(response.headers()["retry-after"], "1");
         let v: Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
@@ -345,7 +309,7 @@ fn sheds_above_max_in_flight_and_frees_slots() {
         drop(open.pop());
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
-            let response = post(&client, &server.url, &chat_body("x", 1)).await;
+            let response = post(&client, &server.url(), &chat_body("x", 1)).await;
             if response.status() == 200 {
                 break;
             }
@@ -360,10 +324,10 @@ fn sheds_above_max_in_flight_and_frees_slots() {
         // before [DONE], so the next one sent at once is never shed.
         let mut params = profile("tiny");
         params.max_in_flight = 3;
-        let server = start(params).await;
+        let server = SimServer::start(params).await;
         let clients: Vec<_> = (0..3)
             .map(|_| {
-                let (client, url) = (client.clone(), server.url.clone());
+                let (client, url) = (client.clone(), server.url());
                 tokio::spawn(async move {
                     for _ in 0..10 {
                         let s = stream(&client, &url, &chat_body("x", 3)).await;
@@ -391,14 +355,14 @@ fn ttft_grows_with_prompt_length_as_predicted() {
         // Each prompt is sent three times: with the prefix cache on, the
         // repeats would skip their prefill (tests/real_servers.rs shows it).
         params.prefix_cache_tokens = 0;
-        let server = start(params.clone()).await;
+        let server = SimServer::start(params.clone()).await;
         let client = client();
         let mut medians = Vec::new();
         for tokens in [10u64, 1000, 4000] {
             let body = chat_body(&prompt(tokens as usize), 4);
             let mut ttfts = Vec::new();
             for _ in 0..3 {
-                ttfts.push(stream(&client, &server.url, &body).await.ttft());
+                ttfts.push(stream(&client, &server.url(), &body).await.ttft());
             }
             let measured = median(ttfts);
             let predicted = params.predicted_ttft(1, tokens);
@@ -472,14 +436,14 @@ fn speed_falls_and_throughput_flattens_at_the_memory_cap() {
         params.kv_cache_tokens = Some(104);
         let (p, n) = (10u64, 16u32);
         assert_eq!(params.effective_batch(p, u64::from(n)), 4);
-        let server = start(params.clone()).await;
+        let server = SimServer::start(params.clone()).await;
         let body = chat_body(&prompt(p as usize), n);
 
         let mut throughput = Vec::new();
         let mut speed = Vec::new();
         let mut latency = Vec::new();
         for c in [1usize, 2, 4, 8] {
-            let (streams, wall) = level(&server.url, &body, c, 3).await;
+            let (streams, wall) = level(&server.url(), &body, c, 3).await;
             let all: Vec<&Streamed> = streams.iter().flatten().collect();
             assert!(all.iter().all(|s| s.status == 200 && s.done()));
             let tokens = all.len() as f64 * f64::from(n);
@@ -560,9 +524,9 @@ fn latency_at_256_streams_matches_prediction() {
         params.max_batch = 256;
         params.max_in_flight = 256;
         let (c, p, n) = (256u32, 10u64, 16u32);
-        let server = start(params.clone()).await;
+        let server = SimServer::start(params.clone()).await;
         let body = chat_body(&prompt(p as usize), n);
-        let (streams, _) = level(&server.url, &body, c as usize, 3).await;
+        let (streams, _) = level(&server.url(), &body, c as usize, 3).await;
         assert!(streams
             .iter()
             .flatten()
@@ -608,12 +572,12 @@ fn latency_at_256_streams_matches_prediction() {
 #[test]
 fn stub_answers_in_a_fraction_of_a_millisecond() {
     run(async {
-        let server = start(profile("stub")).await;
+        let server = SimServer::start(profile("stub")).await;
         let client = client();
         let body = chat_body("Summarise the benefits of a private AI server.", 16);
         let mut latencies = Vec::new();
         for _ in 0..200 {
-            let s = stream(&client, &server.url, &body).await;
+            let s = stream(&client, &server.url(), &body).await;
             assert!(s.done() && s.content_times().len() == 16);
             latencies.push(s.latency());
         }
@@ -632,13 +596,13 @@ fn stub_answers_in_a_fraction_of_a_millisecond() {
 #[ignore = "benchmark; run in release"]
 fn stub_streamed_tokens_per_second() {
     run(async {
-        let server = start(profile("stub")).await;
+        let server = SimServer::start(profile("stub")).await;
         let body = chat_body("Summarise the benefits of a private AI server.", 256);
         let client = client();
         let begin = Instant::now();
         let tasks: Vec<_> = (0..8)
             .map(|_| {
-                let (client, url, body) = (client.clone(), server.url.clone(), body.clone());
+                let (client, url, body) = (client.clone(), server.url(), body.clone());
                 tokio::spawn(async move {
                     let mut tokens = 0usize;
                     let until = Instant::now() + Duration::from_secs(3);
@@ -672,9 +636,9 @@ fn fault_injection() {
             let mut params = profile(engine);
             params.fail_ratio = 1.0;
             params.fail_status = 500;
-            let server = start(params).await;
+            let server = SimServer::start(params).await;
             for _ in 0..5 {
-                let response = post(&client, &server.url, &chat_body("x", 4)).await;
+                let response = post(&client, &server.url(), &chat_body("x", 4)).await;
                 assert_eq!(response.status(), 500);
                 let v: Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
                 assert!(v["error"]["message"].is_string());
@@ -683,9 +647,9 @@ fn fault_injection() {
 
             let mut params = profile(engine);
             params.reset_ratio = 1.0;
-            let server = start(params).await;
+            let server = SimServer::start(params).await;
             for _ in 0..5 {
-                let s = stream(&client, &server.url, &chat_body("x", 10)).await;
+                let s = stream(&client, &server.url(), &chat_body("x", 10)).await;
                 assert_eq!(s.status, 200);
                 assert!(s.broken, "{engine}: connection cut");
                 assert!(!s.done(), "{engine}: no [DONE]");
@@ -696,7 +660,7 @@ fn fault_injection() {
             // sees a failed request or a failed body, depending on whether the
             // headers had left.
             let sent = client
-                .post(format!("{}/v1/chat/completions", server.url))
+                .post(format!("{}/v1/chat/completions", server.url()))
                 .header("content-type", "application/json")
                 .body(body.to_string())
                 .send()
@@ -714,9 +678,9 @@ fn fault_injection() {
 #[test]
 fn shutdown_cuts_streams_in_flight() {
     run(async {
-        let server = start(profile("small-gpu")).await;
+        let server = SimServer::start(profile("small-gpu")).await;
         let client = client();
-        let url = server.url.clone();
+        let url = server.url();
         let reader =
             tokio::spawn(async move { stream(&client, &url, &chat_body("x", 4000)).await });
         tokio::time::sleep(Duration::from_millis(200)).await;

@@ -74,12 +74,7 @@ targets:
 "#,
         slo.as_millis()
     );
-    let cfg =
-        llmprobe::config::load(&support::write_config(&yaml)).unwrap_or_else(|e| panic!("{e}"));
-    let r = llmprobe::sweep_once(&cfg, &[], false)
-        .await
-        .unwrap()
-        .remove(0);
+    let r = support::sweep::sweep_one(&yaml).await;
     let w = &r.workloads[0];
     let lat: Vec<(u32, Option<f64>, f64)> = w
         .levels

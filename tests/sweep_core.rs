@@ -4,15 +4,25 @@ mod support;
 
 use std::time::Duration;
 
-use llmprobe::config;
-use support::{start, url_config, write_config, Behavior};
+use support::config::Yaml;
+use support::ports::refusing_base_url;
+use support::server::{start, Behavior};
+use support::sweep::sweep_one;
 
-async fn sweep(yaml: &str) -> llmprobe::stats::report::SweepReport {
-    let path = write_config(yaml);
-    let cfg = config::load(&path).unwrap_or_else(|e| panic!("{e}"));
-    let mut reports = llmprobe::sweep_once(&cfg, &[], false).await.unwrap();
-    assert_eq!(reports.len(), 1);
-    reports.remove(0)
+/// One target `t1` at `base_url`, at `levels`, two rounds per level.
+fn url_config(base_url: &str, levels: &str) -> String {
+    Yaml {
+        levels,
+        requests_per_level: "2x",
+        min_requests_per_level: 8,
+        request_timeout: "5s",
+        slo: Some("{ p95_latency: 5s, max_shed_ratio: 0.05, max_error_ratio: 0.05 }"),
+        max_completion_tokens: 16,
+        prompts: r#"["hello there"]"#,
+        rest: &format!("targets:\n  - name: t1\n    base_url: {base_url}\n    model: test-model"),
+        ..Yaml::default()
+    }
+    .render()
 }
 
 /// Injected TTFT 60 ms and 20 ms between chunks. The client's clock starts
@@ -31,7 +41,7 @@ async fn ttft_and_inter_token_latency_match_injected_delays() {
         ..Default::default()
     })
     .await;
-    let r = sweep(&url_config(&server.base_url(), "[1]", "")).await;
+    let r = sweep_one(&url_config(&server.base_url(), "[1]")).await;
     assert!(r.success, "{:?}", r.error);
     let l = &r.workloads[0].levels[0];
     assert_eq!(l.outcomes["ok"], 8);
@@ -61,7 +71,7 @@ async fn shedding_above_four_in_flight_gives_knee_four() {
         ..Default::default()
     })
     .await;
-    let r = sweep(&url_config(&server.base_url(), "[1, 2, 4, 8]", "")).await;
+    let r = sweep_one(&url_config(&server.base_url(), "[1, 2, 4, 8]")).await;
     let w = &r.workloads[0];
     let conc: Vec<u32> = w.levels.iter().map(|l| l.concurrency).collect();
     assert_eq!(conc, vec![1, 2, 4, 8]);
@@ -89,7 +99,7 @@ async fn garbage_is_a_protocol_error_and_the_sweep_finishes() {
         ..Default::default()
     })
     .await;
-    let r = sweep(&url_config(&server.base_url(), "[1, 2]", "")).await;
+    let r = sweep_one(&url_config(&server.base_url(), "[1, 2]")).await;
     let w = &r.workloads[0];
     assert_eq!(w.levels.len(), 1, "level 1 breaks the SLO, climbing stops");
     assert_eq!(w.levels[0].outcomes["protocol_error"], 8);
@@ -105,7 +115,7 @@ async fn without_usage_tokens_are_counted_from_chunks() {
         ..Default::default()
     })
     .await;
-    let r = sweep(&url_config(&server.base_url(), "[1]", "")).await;
+    let r = sweep_one(&url_config(&server.base_url(), "[1]")).await;
     let l = &r.workloads[0].levels[0];
     assert_eq!(l.token_source, "chunks");
     assert_eq!(l.output_tokens, 8 * 5);
@@ -120,12 +130,9 @@ async fn closed_loop_keeps_exactly_concurrency_in_flight_and_global_cap_holds() 
         ..Default::default()
     })
     .await;
-    let r = sweep(&url_config(&server.base_url(), "[6]", "")).await;
+    let r = sweep_one(&url_config(&server.base_url(), "[6]")).await;
     assert_eq!(r.workloads[0].levels[0].requests, 12);
-    let max = server
-        .seen
-        .max_in_flight
-        .load(std::sync::atomic::Ordering::SeqCst);
+    let max = server.max_in_flight();
     assert_eq!(max, 6, "the level keeps exactly its concurrency in flight");
 
     let capped = start(Behavior {
@@ -138,31 +145,26 @@ async fn closed_loop_keeps_exactly_concurrency_in_flight_and_global_cap_holds() 
     // smaller concurrency than it says: the configuration is refused (issue
     // 17; it used to run level 8 with 3 in flight). A level within it holds.
     let capped_yaml = |levels: &str| {
-        url_config(&capped.base_url(), levels, "")
+        url_config(&capped.base_url(), levels)
             .replace("max_in_flight_total: 64", "max_in_flight_total: 3")
     };
-    let refused = config::load(&write_config(&capped_yaml("[8]"))).unwrap_err();
+    let refused =
+        llmprobe::config::load(&support::config::write_config(&capped_yaml("[8]"))).unwrap_err();
     assert!(
         refused
             .to_string()
             .contains("defaults.levels: level 8 is above schedule.max_in_flight_total (3)"),
         "{refused}"
     );
-    let r = sweep(&capped_yaml("[1, 3]")).await;
+    let r = sweep_one(&capped_yaml("[1, 3]")).await;
     assert_eq!(r.workloads[0].levels[1].outcomes["ok"], 8);
-    let max = capped
-        .seen
-        .max_in_flight
-        .load(std::sync::atomic::Ordering::SeqCst);
+    let max = capped.max_in_flight();
     assert!(max <= 3, "global cap exceeded: {max}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_server_is_a_connect_error_and_a_failed_sweep() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    drop(listener);
-    let r = sweep(&url_config(&url, "[1, 2]", "")).await;
+    let r = sweep_one(&url_config(&refusing_base_url(), "[1, 2]")).await;
     assert_eq!(r.workloads[0].levels[0].outcomes["connect_error"], 8);
     assert!(!r.success);
 }

@@ -4,7 +4,8 @@ mod support;
 
 use std::process::Command;
 
-use support::{write_config, Daemon};
+use support::config::write_config;
+use support::daemon::Daemon;
 
 fn self_signed(dir: &std::path::Path) {
     let status = Command::new("openssl")

@@ -30,11 +30,7 @@ targets:
     simulator: { profile: tiny, kv_cache_tokens: 4200 }
     workloads: [short, long]
 "#;
-    let cfg = llmprobe::config::load(&support::write_config(yaml)).unwrap();
-    let r = llmprobe::sweep_once(&cfg, &[], false)
-        .await
-        .unwrap()
-        .remove(0);
+    let r = support::sweep::sweep_one(yaml).await;
     let short = &r.workloads[0];
     let long = &r.workloads[1];
     assert_eq!(

@@ -157,15 +157,15 @@ pub struct FileSdConfig {
 /// The template is tried on a placeholder entry, so that a missing workload
 /// or an unset key variable is found at load time, not on every entry.
 pub fn resolve(
-    file_sd: Option<&FileSdFile>,
-    template: Option<&TemplateFile>,
+    file: &config::FileConfig,
     base_dir: &Path,
-    defaults: &DefaultsFile,
     workloads: &BTreeMap<String, Arc<Workload>>,
-    max_in_flight_total: u32,
     env: &dyn Env,
     bad: &mut dyn FnMut(&str, String),
 ) -> Option<FileSdConfig> {
+    let (file_sd, template) = (file.file_sd.as_ref(), file.target_template.as_ref());
+    let defaults = &file.defaults;
+    let max_in_flight_total = file.schedule.max_in_flight_total;
     let Some(fs) = file_sd else {
         if template.is_some() {
             bad(

@@ -45,16 +45,7 @@ pub fn resolve(
     env: &dyn Env,
     bad: &mut dyn FnMut(&str, String),
 ) -> FleetConfig {
-    let file_sd = file_sd::resolve(
-        file.file_sd.as_ref(),
-        file.target_template.as_ref(),
-        base_dir,
-        &file.defaults,
-        workloads,
-        file.schedule.max_in_flight_total,
-        env,
-        bad,
-    );
+    let file_sd = file_sd::resolve(file, base_dir, workloads, env, bad);
     FleetConfig {
         file_sd: file_sd.map(Arc::new),
         shard: shard::resolve(file.shard.as_ref(), env, bad),

@@ -1,6 +1,8 @@
 //! The HTTP side of the daemon: `/metrics`, `/healthz`, `/readyz`,
-//! `POST /-/reload` and a small index page. Handlers only read shared state
-//! or send a [`Control`] message; the work happens elsewhere.
+//! `POST /-/reload`, and the pages: `/` (every target's status and the
+//! charts of its latest sweep) and `/targets/NAME` (one target). Handlers
+//! only read shared state or send a [`Control`] message; the work happens
+//! elsewhere.
 //!
 //! `/healthz` is the liveness check: 200 while every target's measurement
 //! loop runs, 503 once one has died (what the systemd watchdog also reacts
@@ -13,7 +15,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
@@ -21,6 +23,8 @@ use axum::Router;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::metrics::{Metrics, TEXT_CONTENT_TYPE};
+use crate::report_html::{self, escape, path_segment, TargetSettings};
+use crate::stats::report::SweepReport;
 
 /// How long `POST /-/reload` waits for the reload to finish before answering
 /// 500, so that a stuck reload cannot hold HTTP clients forever.
@@ -48,6 +52,10 @@ pub struct TargetStatus {
     pub last_success_unix: Option<f64>,
     /// Why the last sweep failed, when it did (never holds a secret).
     pub last_error: Option<String>,
+    /// The latest sweep's report, when there was one.
+    pub report: Option<Arc<SweepReport>>,
+    /// The target's configuration, as the pages show it.
+    pub settings: Option<TargetSettings>,
 }
 
 /// Produces the current status of every configured target, on demand.
@@ -78,6 +86,7 @@ pub struct AppState {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/", get(index))
+        .route("/targets/{name}", get(target_page))
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -165,18 +174,65 @@ async fn index(State(state): State<AppState>) -> Html<String> {
     ))
 }
 
+/// One target's page; 404 for a name that is not configured.
+async fn target_page(State(state): State<AppState>, Path(name): Path<String>) -> Response {
+    let targets = (state.targets)();
+    match targets.iter().find(|t| t.name == name) {
+        Some(t) => Html(render_target(t, SystemTime::now())).into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            Html(report_html::document(
+                "llmprobe: no such target",
+                &format!(
+                    "<h1>No target named {}</h1>\n<p><a href=\"/\">all targets</a></p>\n",
+                    escape(&name)
+                ),
+            )),
+        )
+            .into_response(),
+    }
+}
+
+/// Links to the daemon's endpoints.
+const NAV: &str = "<nav><a href=\"/\">targets</a><a href=\"/metrics\">/metrics</a>\
+                   <a href=\"/healthz\">/healthz</a><a href=\"/readyz\">/readyz</a></nav>\n";
+
+/// The charts of a target's latest sweep, or why there are none yet.
+fn sweep_section(t: &TargetStatus, id: &str) -> String {
+    match &t.report {
+        Some(r) => report_html::target_section(r, t.settings.as_ref(), id),
+        None => format!(
+            "<section class=\"target\" id=\"{}\"><div class=\"head\"><h2>{}</h2>\
+             <span class=\"muted\">model {}</span></div>\n<p>Not measured yet.</p></section>\n",
+            escape(id),
+            escape(&t.name),
+            escape(&t.model)
+        ),
+    }
+}
+
+/// One target's page; `now` is a parameter so the page is testable.
+fn render_target(t: &TargetStatus, now: SystemTime) -> String {
+    let body = format!(
+        "<header><h1>{}</h1>\n{NAV}<p class=\"sub\">last successful sweep: {}</p></header>\n{}",
+        escape(&t.name),
+        escape(&last_measured(t.last_success_unix, now)),
+        sweep_section(t, "target")
+    );
+    report_html::document(&format!("llmprobe: {}", t.name), &body)
+}
+
 /// The index page; `now` is a parameter so the page is testable.
 fn render_index(targets: &[TargetStatus], now: SystemTime, ready: bool) -> String {
     let mut page = String::from(concat!(
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>llmprobe</title></head>\n",
-        "<body>\n<h1>llmprobe ",
+        "<header><h1>llmprobe ",
         env!("CARGO_PKG_VERSION"),
-        "</h1>\n<p><a href=\"/metrics\">/metrics</a> · <a href=\"/healthz\">/healthz</a> · ",
-        "<a href=\"/readyz\">/readyz</a></p>\n",
+        "</h1>\n",
     ));
+    page.push_str(NAV);
     let _ = writeln!(
         page,
-        "<p>{}</p>",
+        "<p class=\"sub\">{}</p></header>",
         if ready {
             "Ready."
         } else {
@@ -187,22 +243,25 @@ fn render_index(targets: &[TargetStatus], now: SystemTime, ready: bool) -> Strin
         page.push_str("<p>No targets configured.</p>\n");
     } else {
         page.push_str(
-            "<table>\n<tr><th>target</th><th>model</th><th>last measured</th><th>last error</th></tr>\n",
+            "<div class=\"scroll\"><table>\n<tr><th>target</th><th>model</th><th>last measured</th><th>last error</th></tr>\n",
         );
         for t in targets {
             let _ = writeln!(
                 page,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                escape_html(&t.name),
-                escape_html(&t.model),
-                escape_html(&last_measured(t.last_success_unix, now)),
-                escape_html(t.last_error.as_deref().unwrap_or("")),
+                "<tr><td><a href=\"/targets/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                path_segment(&t.name),
+                escape(&t.name),
+                escape(&t.model),
+                escape(&last_measured(t.last_success_unix, now)),
+                escape(t.last_error.as_deref().unwrap_or("")),
             );
         }
-        page.push_str("</table>\n");
+        page.push_str("</table></div>\n");
+        for (i, t) in targets.iter().enumerate() {
+            page.push_str(&sweep_section(t, &format!("target-{i}")));
+        }
     }
-    page.push_str("</body></html>\n");
-    page
+    report_html::document("llmprobe", &page)
 }
 
 /// "2024-01-01T00:00:00Z (5m 3s ago)", or "never".
@@ -222,22 +281,6 @@ fn last_measured(unix: Option<f64>, now: SystemTime) -> String {
         ),
         Err(_) => stamp.to_string(),
     }
-}
-
-/// Escapes text for HTML element content and attribute values.
-fn escape_html(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -268,6 +311,8 @@ mod tests {
                 model: "qwen & co".to_string(),
                 last_success_unix: Some(1_700_000_000.0),
                 last_error: Some("HTTP 503 \"busy\"".to_string()),
+                report: None,
+                settings: None,
             }]
         });
         let dead_loops = DeadLoops::default();

@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::secret::Secret;
@@ -23,7 +23,7 @@ use crate::probe::client::Client;
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What a server told about itself.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Setup {
     /// Server kind (`vllm`, `tgi`, `llama.cpp`, `ollama`, or the `server` header's product), "" if unknown.
     pub server: String,

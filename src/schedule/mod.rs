@@ -29,6 +29,10 @@ pub struct Status {
     pub last_success_unix: Option<f64>,
     /// Why the last sweep failed, if it did.
     pub last_error: Option<String>,
+    /// The target as configured (for the pages' configuration facts).
+    pub target: Option<Arc<Target>>,
+    /// The latest sweep's report, successful or not (for the pages' charts).
+    pub last_report: Option<Arc<SweepReport>>,
 }
 
 /// Shared view of every target's status.
@@ -157,12 +161,12 @@ impl Scheduler {
         for (i, target) in new.into_iter().enumerate() {
             let cancel = self.root.child_token();
             let offset = gap * i as u32 + gap.mul_f64(fastrand::f64());
-            self.statuses
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .entry(target.name.clone())
-                .or_default()
-                .model = target.model.clone();
+            {
+                let mut statuses = self.statuses.write().unwrap_or_else(|e| e.into_inner());
+                let status = statuses.entry(target.name.clone()).or_default();
+                status.model = target.model.clone();
+                status.target = Some(target.clone());
+            }
             if let Some(info) = &self.config_info {
                 info.set_target(&target.name, &limits(target, &schedule));
             }
@@ -284,6 +288,7 @@ async fn target_loop(
             } else {
                 s.last_error = report.error.clone();
             }
+            s.last_report = Some(Arc::new(report));
         }
         let wait = jittered(schedule.interval, schedule.jitter, fastrand::f64());
         tokio::select! {

@@ -138,8 +138,8 @@ pub(crate) async fn choose(
 
 fn limit(field: MaxTokensField, source: &'static str, note: Option<String>) -> OutputLimit {
     OutputLimit {
-        field: field.as_str(),
-        source,
+        field: field.as_str().into(),
+        source: source.into(),
         note,
     }
 }

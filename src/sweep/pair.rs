@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -37,13 +37,14 @@ pub const LATENCY: &str = "latency";
 pub const TTFT: &str = "ttft";
 
 /// What one side of a pair measured.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SideSummary {
     /// Target name.
     pub target: String,
     /// Counted requests sent (warm-up excluded).
     pub requests: u64,
     /// Requests per outcome, keyed by the outcome label.
+    #[serde(deserialize_with = "crate::stats::report::labels::outcome_map")]
     pub outcomes: BTreeMap<&'static str, u64>,
     /// End-to-end latency of the successful requests, seconds.
     pub latency_seconds: Percentiles,
@@ -54,7 +55,7 @@ pub struct SideSummary {
 }
 
 /// Result of one interleaved measurement of a gateway pair.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PairReport {
     /// Pair name (the `pair` label).
     pub pair: String,

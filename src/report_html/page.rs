@@ -1,0 +1,775 @@
+//! The HTML document around the charts: one section per target (what the
+//! server told, the configuration, then per workload the verdict, six
+//! charts and the sample counts, then the terminal's table), and the gateway
+//! pairs in a section of their own.
+
+use std::fmt::Write;
+use std::time::{Duration, UNIX_EPOCH};
+
+use super::charts::{LineChart, Rule, RuleKind, Series, Unit};
+use super::escape;
+use super::settings::{Settings, TargetSettings};
+use crate::stats::report::{LevelSummary, Percentiles, SweepReport, WorkloadReport};
+use crate::sweep::pair::PairReport;
+use crate::terminal::{self, Results};
+
+/// The page's only style sheet, inline so that the file opens anywhere.
+pub const STYLE: &str = r#"
+:root{--ink:#1f2430;--muted:#5d6675;--line:#e2e5ea;--bg:#f5f6f8;--card:#fff;
+--knee:#15803d;--rec:#7c3aed;--slo:#dc2626}
+*{box-sizing:border-box}
+body{margin:0;background:var(--bg);color:var(--ink);
+font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif}
+main{max-width:1180px;margin:0 auto;padding:22px 20px 40px}
+a{color:#1d4ed8}
+h1{font-size:22px;margin:0 0 2px}
+h2{font-size:19px;margin:0}
+h3{font-size:15px;margin:18px 0 8px}
+.sub,.muted{color:var(--muted)}
+.sub{margin:0 0 6px}
+nav a{margin-right:12px}
+section.target,section.pairs{background:var(--card);border:1px solid var(--line);
+border-radius:10px;padding:16px 20px 18px;margin:16px 0}
+.head{display:flex;align-items:baseline;gap:12px;flex-wrap:wrap}
+.badge{font-size:12px;font-weight:600;border-radius:10px;padding:1px 9px}
+.badge.ok{background:#e6f4ea;color:#17663a}
+.badge.failed{background:#fde8e8;color:#a11d1d}
+.error{color:#a11d1d;margin:6px 0}
+.facts{display:grid;grid-template-columns:repeat(auto-fit,minmax(330px,1fr));gap:0 28px;margin:10px 0 0}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:0;align-content:start}
+dt{color:var(--muted)}
+dd{margin:0;overflow-wrap:anywhere}
+.charts{display:grid;grid-template-columns:repeat(3,minmax(0,1fr));gap:12px;align-items:start}
+@media (max-width:880px){.charts{grid-template-columns:minmax(0,1fr)}}
+figure{margin:0;border:1px solid var(--line);border-radius:8px;background:#fff;padding:2px}
+svg.chart{display:block;width:100%;height:auto}
+svg .title{font-size:13px;font-weight:600;fill:var(--ink)}
+svg .legend,svg .axis-title{font-size:11px;fill:var(--muted)}
+svg .tick{font-size:10.5px;fill:var(--muted)}
+svg line.grid{stroke:#edf0f3}
+svg line.axis{stroke:#9aa2af}
+svg polyline.line{fill:none;stroke-width:2.2;stroke-linejoin:round;stroke-linecap:round}
+svg circle.point{stroke:#fff;stroke-width:1.2}
+svg line.rule{stroke-width:1.5}
+svg line.knee{stroke:var(--knee)}
+svg line.rec{stroke:var(--rec);stroke-dasharray:5 4}
+svg line.slo{stroke:var(--slo);stroke-dasharray:7 4}
+svg .rule-label{font-size:10.5px;font-weight:600}
+svg .rule-label.knee{fill:var(--knee)}
+svg .rule-label.rec{fill:var(--rec)}
+svg .rule-label.slo{fill:var(--slo)}
+svg rect.over-slo{fill:var(--slo);fill-opacity:.07}
+.verdict{display:grid;grid-template-columns:minmax(0,360px) minmax(0,1fr);gap:4px 26px;
+border:1px solid var(--line);border-radius:8px;padding:12px 16px;background:#fafbfc;margin-bottom:12px}
+@media (max-width:880px){.verdict{grid-template-columns:minmax(0,1fr)}}
+.kpis{display:grid;grid-template-columns:repeat(3,1fr);gap:6px;align-content:center}
+.kpi b{display:block;font-size:28px;line-height:1.1}
+.kpi span{font-size:12px;color:var(--muted)}
+.kpi.knee b{color:var(--knee)}
+.kpi.rec b{color:var(--rec)}
+.verdict p{margin:2px 0 4px;font-size:13px}
+.verdict ul{margin:4px 0 0;padding-left:18px;font-size:12.5px;color:var(--muted)}
+table{border-collapse:collapse;font-size:12.5px;font-variant-numeric:tabular-nums}
+th,td{padding:3px 10px;border-bottom:1px solid var(--line);text-align:right}
+td{white-space:nowrap}
+th{color:var(--muted);font-weight:600;background:#fafbfc}
+th:first-child,td:first-child{text-align:left}
+tr.over td{color:#b91c1c}
+.scroll{overflow-x:auto;margin-top:10px}
+pre{background:#f3f4f6;border-radius:8px;padding:10px 12px;margin:6px 0 0;
+white-space:pre-wrap;overflow-wrap:anywhere;
+font:12px/1.4 "DejaVu Sans Mono",ui-monospace,Menlo,Consolas,monospace}
+footer{color:var(--muted);font-size:12px;margin-top:18px}
+"#;
+
+/// Series colours (fixed here, never from input).
+const BLUE: &str = "#2563eb";
+const TEAL: &str = "#0891b2";
+const ORANGE: &str = "#ea580c";
+const INDIGO: &str = "#4f46e5";
+const AMBER: &str = "#d97706";
+const PINK: &str = "#db2777";
+
+/// A whole page: `title` (text, escaped here) in the head, `body` (markup,
+/// already escaped by its writer) inside `<main>`.
+pub fn document(title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<main>\n{body}</main>\n</body>\n</html>\n",
+        escape(title)
+    )
+}
+
+/// The report of a JSON document (or of a sweep just run): every target,
+/// then the gateway pairs. `settings` adds each target's configuration.
+pub fn report(results: &Results, settings: &Settings) -> String {
+    let mut body = String::new();
+    let _ = writeln!(body, "<header>\n<h1>llmprobe sweep report</h1>");
+    let _ = writeln!(
+        body,
+        "<p class=\"sub\">{} target{}{} · measured by llmprobe {} (JSON format {}) · rendered by llmprobe {}</p>",
+        results.targets.len(),
+        if results.targets.len() == 1 { "" } else { "s" },
+        match results.gateway_pairs.len() {
+            0 => String::new(),
+            n => format!(", {n} gateway pair{}", if n == 1 { "" } else { "s" }),
+        },
+        escape(&results.llmprobe_version),
+        results.format_version,
+        env!("CARGO_PKG_VERSION")
+    );
+    if results.targets.len() > 1 || !results.gateway_pairs.is_empty() {
+        body.push_str("<nav>");
+        for (i, t) in results.targets.iter().enumerate() {
+            let _ = write!(body, "<a href=\"#target-{i}\">{}</a>", escape(&t.target));
+        }
+        if !results.gateway_pairs.is_empty() {
+            body.push_str("<a href=\"#gateway-pairs\">gateway pairs</a>");
+        }
+        body.push_str("</nav>\n");
+    }
+    if settings.is_empty() {
+        body.push_str(
+            "<p class=\"sub\">The configuration is not part of the JSON document: \
+             pass <code>--config FILE</code> to show it and the SLO limits on the charts.</p>\n",
+        );
+    }
+    body.push_str("</header>\n");
+    for (i, t) in results.targets.iter().enumerate() {
+        body.push_str(&target_section(
+            t,
+            settings.get(&t.target),
+            &format!("target-{i}"),
+        ));
+    }
+    body.push_str(&pairs_section(&results.gateway_pairs));
+    body.push_str(
+        "<footer>Charts: each marker is one measured level; hover a marker for its value. \
+         Knee: the highest level within the SLO with every lower level within it too.</footer>\n",
+    );
+    document("llmprobe sweep report", &body)
+}
+
+/// "2024-01-01T00:00:00Z", or "-" for a time that cannot be one.
+fn timestamp(unix: f64) -> String {
+    Duration::try_from_secs_f64(unix)
+        .ok()
+        .and_then(|d| UNIX_EPOCH.checked_add(d))
+        .map_or("-".into(), |t| {
+            humantime::format_rfc3339_seconds(t).to_string()
+        })
+}
+
+/// One `<dt>`/`<dd>` pair; `value` is text, escaped here.
+fn fact(out: &mut String, name: &str, value: &str) {
+    let _ = write!(out, "<dt>{}</dt><dd>{}</dd>", escape(name), escape(value));
+}
+
+/// One target's section; `id` is its anchor (made by the caller, not from input).
+pub fn target_section(r: &SweepReport, settings: Option<&TargetSettings>, id: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "<section class=\"target\" id=\"{}\">\n<div class=\"head\"><h2>{}</h2>\
+         <span class=\"muted\">model {}</span><span class=\"badge {}\">{}</span></div>",
+        escape(id),
+        escape(&r.target),
+        escape(&r.model),
+        if r.success { "ok" } else { "failed" },
+        if r.success {
+            "sweep complete"
+        } else {
+            "sweep failed"
+        }
+    );
+    if let Some(e) = &r.error {
+        let _ = writeln!(out, "<p class=\"error\">{}</p>", escape(e));
+    }
+    out.push_str("<div class=\"facts\">\n<dl>");
+    fact(
+        &mut out,
+        "measured",
+        &format!(
+            "{}, in {:.1} s",
+            timestamp(r.finished_at_unix_seconds),
+            r.duration_seconds
+        ),
+    );
+    let st = &r.setup;
+    let server = format!("{} {}", st.server, st.server_version);
+    fact(
+        &mut out,
+        "server",
+        if server.trim().is_empty() {
+            "did not say"
+        } else {
+            server.trim()
+        },
+    );
+    let listed = match st.model_listed {
+        Some(true) => "listed by the server".to_string(),
+        Some(false) => "NOT among those the server lists".to_string(),
+        None => "no model list".to_string(),
+    };
+    fact(&mut out, "model", &format!("{}: {listed}", r.model));
+    if !st.models.is_empty() {
+        fact(&mut out, "models served", &st.models.join(", "));
+    }
+    out.push_str("</dl>\n");
+    if let Some(s) = settings {
+        out.push_str("<dl>");
+        fact(&mut out, "endpoint", &s.endpoint);
+        let levels: Vec<String> = s.levels.iter().map(u32::to_string).collect();
+        fact(&mut out, "levels", &levels.join(", "));
+        fact(
+            &mut out,
+            "requests",
+            &format!(
+                "{} per level, {} warm-up, timeout {}",
+                s.requests_per_level, s.warmup_requests, s.request_timeout
+            ),
+        );
+        fact(
+            &mut out,
+            "SLO",
+            &format!(
+                "p95 latency ≤ {}, shed ≤ {}, errors ≤ {}; headroom {}",
+                Unit::Seconds.format(s.slo_p95_latency_seconds),
+                Unit::Ratio.format(s.max_shed_ratio),
+                Unit::Ratio.format(s.max_error_ratio),
+                s.headroom
+            ),
+        );
+        for (name, what) in &s.workloads {
+            fact(&mut out, &format!("workload {name}"), what);
+        }
+        if !s.labels.is_empty() {
+            let labels: Vec<String> = s.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            fact(&mut out, "labels", &labels.join(", "));
+        }
+        out.push_str("</dl>\n");
+    }
+    out.push_str("</div>\n");
+    for w in &r.workloads {
+        out.push_str(&workload_block(w, settings));
+    }
+    let _ = writeln!(
+        out,
+        "<h3>As printed by <code>llmprobe sweep</code></h3>\n<pre>{}</pre>\n</section>",
+        escape(terminal::table(std::slice::from_ref(r)).trim_end())
+    );
+    out
+}
+
+/// Verdict, charts and sample counts of one workload.
+fn workload_block(w: &WorkloadReport, settings: Option<&TargetSettings>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "<h3>workload {}</h3>", escape(&w.workload));
+    out.push_str(&verdict(w));
+    out.push_str("<div class=\"charts\">\n");
+    for chart in charts(w, settings) {
+        let _ = writeln!(out, "<figure>{}</figure>", chart.svg());
+    }
+    out.push_str("</div>\n");
+    out.push_str(&counts_table(&w.levels));
+    out
+}
+
+/// The knee, the recommendation and why the climb ended, in big type.
+fn verdict(w: &WorkloadReport) -> String {
+    let c = &w.capacity;
+    let mut out = String::from("<div class=\"verdict\">\n<div class=\"kpis\">");
+    let knee = if c.knee_concurrency == 0 {
+        "none".to_string()
+    } else {
+        c.knee_concurrency.to_string()
+    };
+    let _ = write!(
+        out,
+        "<div class=\"kpi knee\"><b>{knee}</b><span>knee (concurrency)</span></div>\
+         <div class=\"kpi rec\"><b>{}</b><span>recommended max_in_flight</span></div>\
+         <div class=\"kpi\"><b>{:.0}</b><span>tok/s at the knee</span></div></div>\n<div>",
+        c.recommended_max_in_flight, c.throughput_tokens_per_second
+    );
+    if c.knee_concurrency == 0 {
+        out.push_str("<p><b>No level met the SLO</b>, not even the first.</p>\n");
+    }
+    let _ = writeln!(
+        out,
+        "<p><b>Saturation:</b> {}</p>",
+        escape(&terminal::saturation(c))
+    );
+    match &c.stopped_because {
+        Some(why) => {
+            let _ = writeln!(out, "<p><b>Stopped climbing:</b> {}</p>", escape(why));
+        }
+        None => out.push_str("<p><b>Climb:</b> every configured level was measured.</p>\n"),
+    }
+    let notes = terminal::notes(w);
+    if !notes.is_empty() {
+        out.push_str("<ul>");
+        for n in notes {
+            let _ = write!(out, "<li>{}</li>", escape(&n));
+        }
+        out.push_str("</ul>\n");
+    }
+    out.push_str("</div></div>\n");
+    out
+}
+
+fn series(
+    key: &str,
+    label: &str,
+    color: &'static str,
+    dashed: bool,
+    levels: &[LevelSummary],
+    value: impl Fn(&LevelSummary) -> Option<f64>,
+) -> Series {
+    Series {
+        key: key.to_string(),
+        label: label.to_string(),
+        color,
+        dashed,
+        points: levels
+            .iter()
+            .map(|l| (f64::from(l.concurrency), value(l)))
+            .collect(),
+    }
+}
+
+/// The six charts of a workload, each with the knee and recommendation.
+pub fn charts(w: &WorkloadReport, settings: Option<&TargetSettings>) -> Vec<LineChart> {
+    let l = &w.levels;
+    let c = &w.capacity;
+    let mut x_rules = Vec::new();
+    if c.knee_concurrency > 0 {
+        x_rules.push(Rule {
+            at: f64::from(c.knee_concurrency),
+            label: format!("knee {}", c.knee_concurrency),
+            kind: RuleKind::Knee,
+        });
+    }
+    if c.recommended_max_in_flight > 0 {
+        x_rules.push(Rule {
+            at: f64::from(c.recommended_max_in_flight),
+            label: format!("recommended {}", c.recommended_max_in_flight),
+            kind: RuleKind::Recommended,
+        });
+    }
+    let over_slo_from = l
+        .iter()
+        .find(|l| !l.within_slo)
+        .map(|l| f64::from(l.concurrency));
+    let chart = |title: &str, unit: Unit, series: Vec<Series>, y_rules: Vec<Rule>| LineChart {
+        title: title.to_string(),
+        unit,
+        series,
+        x_rules: x_rules.clone(),
+        y_rules,
+        over_slo_from,
+    };
+    let slo_rule = |at: f64, label: String| Rule {
+        at,
+        label,
+        kind: RuleKind::Slo,
+    };
+    let latency_rules: Vec<Rule> = settings
+        .map(|s| {
+            slo_rule(
+                s.slo_p95_latency_seconds,
+                format!("SLO {}", Unit::Seconds.format(s.slo_p95_latency_seconds)),
+            )
+        })
+        .into_iter()
+        .collect();
+    let ratio_rules: Vec<Rule> = match settings {
+        None => Vec::new(),
+        Some(s) if s.max_shed_ratio == s.max_error_ratio => vec![slo_rule(
+            s.max_shed_ratio,
+            format!("SLO {}", Unit::Ratio.format(s.max_shed_ratio)),
+        )],
+        Some(s) => vec![
+            slo_rule(
+                s.max_shed_ratio,
+                format!("shed SLO {}", Unit::Ratio.format(s.max_shed_ratio)),
+            ),
+            slo_rule(
+                s.max_error_ratio,
+                format!("error SLO {}", Unit::Ratio.format(s.max_error_ratio)),
+            ),
+        ],
+    };
+    let p = |f: fn(&LevelSummary) -> &Percentiles, q: fn(&Percentiles) -> Option<f64>| {
+        move |l: &LevelSummary| q(f(l))
+    };
+    vec![
+        chart(
+            "Aggregate throughput",
+            Unit::TokensPerSecond,
+            vec![series("throughput", "output tok/s", BLUE, false, l, |l| {
+                Some(l.throughput_tokens_per_second)
+            })],
+            Vec::new(),
+        ),
+        chart(
+            "Time to first token",
+            Unit::Seconds,
+            vec![
+                series(
+                    "ttft_p50",
+                    "p50",
+                    TEAL,
+                    false,
+                    l,
+                    p(|l| &l.ttft_seconds, |p| p.p50),
+                ),
+                series(
+                    "ttft_p95",
+                    "p95",
+                    ORANGE,
+                    true,
+                    l,
+                    p(|l| &l.ttft_seconds, |p| p.p95),
+                ),
+            ],
+            Vec::new(),
+        ),
+        chart(
+            "End-to-end latency",
+            Unit::Seconds,
+            vec![
+                series(
+                    "latency_p95",
+                    "p95",
+                    ORANGE,
+                    false,
+                    l,
+                    p(|l| &l.latency_seconds, |p| p.p95),
+                ),
+                series(
+                    "latency_p50",
+                    "p50",
+                    TEAL,
+                    true,
+                    l,
+                    p(|l| &l.latency_seconds, |p| p.p50),
+                ),
+            ],
+            latency_rules,
+        ),
+        chart(
+            "Generation speed per request",
+            Unit::TokensPerSecond,
+            vec![series(
+                "generation_p50",
+                "p50 tok/s",
+                INDIGO,
+                false,
+                l,
+                p(|l| &l.generation_tokens_per_second, |p| p.p50),
+            )],
+            Vec::new(),
+        ),
+        chart(
+            "Inter-token latency (per chunk)",
+            Unit::Seconds,
+            vec![
+                series(
+                    "itl_p50",
+                    "p50",
+                    TEAL,
+                    false,
+                    l,
+                    p(|l| &l.inter_token_latency_seconds, |p| p.p50),
+                ),
+                series(
+                    "itl_p95",
+                    "p95",
+                    ORANGE,
+                    true,
+                    l,
+                    p(|l| &l.inter_token_latency_seconds, |p| p.p95),
+                ),
+            ],
+            Vec::new(),
+        ),
+        chart(
+            "Shed and error ratio",
+            Unit::Ratio,
+            vec![
+                series("shed_ratio", "shed", AMBER, false, l, |l| {
+                    Some(l.shed_ratio)
+                }),
+                series("error_ratio", "errors", PINK, true, l, |l| {
+                    Some(l.error_ratio)
+                }),
+            ],
+            ratio_rules,
+        ),
+    ]
+}
+
+/// The samples each level's figures rest on.
+fn counts_table(levels: &[LevelSummary]) -> String {
+    let mut out = String::from(
+        "<div class=\"scroll\"><table class=\"counts\">\n<thead><tr><th>concurrency</th><th>requests</th>\
+         <th>ok</th><th>shed</th><th>errors</th><th>TTFT samples</th><th>latency samples</th>\
+         <th>inter-token gaps</th><th>speed samples</th><th>output tokens</th><th>wall</th>\
+         <th>tokens from</th><th>within SLO</th></tr></thead>\n<tbody>\n",
+    );
+    for l in levels {
+        let _ = writeln!(
+            out,
+            "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td><td>{}</td><td>{:.2} s</td><td>{}</td><td>{}</td></tr>",
+            if l.within_slo { "" } else { " class=\"over\"" },
+            l.concurrency,
+            l.requests,
+            l.outcomes.get("ok").copied().unwrap_or(0),
+            terminal::shed(l),
+            terminal::errors(l),
+            l.ttft_seconds.count,
+            l.latency_seconds.count,
+            l.inter_token_latency_seconds.count,
+            l.generation_tokens_per_second.count,
+            l.output_tokens,
+            l.wall_seconds,
+            escape(l.token_source),
+            if l.within_slo { "yes" } else { "no" }
+        );
+    }
+    out.push_str("</tbody>\n</table></div>\n");
+    out
+}
+
+/// Milliseconds with microsecond resolution, or "-".
+fn millis(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{:.3} ms", v * 1000.0))
+}
+
+/// The gateway pairs: what the gateway adds to latency and TTFT.
+fn pairs_section(pairs: &[PairReport]) -> String {
+    if pairs.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "<section class=\"pairs\" id=\"gateway-pairs\">\n<h2>Gateway overhead</h2>\n\
+         <p class=\"muted\">Through the gateway minus direct, measured interleaved on a stub engine.</p>\n\
+         <div class=\"scroll\"><table>\n<thead><tr><th>pair</th><th>direct</th><th>through</th>\
+         <th>workload</th><th>concurrency</th><th>latency +p50</th><th>latency +p95</th>\
+         <th>TTFT +p50</th><th>TTFT +p95</th><th>samples</th><th>status</th></tr></thead>\n<tbody>\n",
+    );
+    for p in pairs {
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&p.pair),
+            escape(&p.direct.target),
+            escape(&p.through.target),
+            escape(&p.workload),
+            p.concurrency,
+            millis(p.latency_overhead_seconds.p50),
+            millis(p.latency_overhead_seconds.p95),
+            millis(p.ttft_overhead_seconds.p50),
+            millis(p.ttft_overhead_seconds.p95),
+            p.latency_overhead_seconds.count,
+            escape(
+                p.error
+                    .as_deref()
+                    .unwrap_or(if p.success { "ok" } else { "failed" })
+            )
+        );
+    }
+    out.push_str("</tbody>\n</table></div>\n</section>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::probe::setup::Setup;
+    use crate::stats::report::{Capacity, LevelSummary, Percentiles};
+    use crate::sweep::pair::SideSummary;
+
+    const HOSTILE: &str = "\"><script>alert(1)</script><img src=x onerror=alert(2)>'&";
+
+    fn pct(base: f64) -> Percentiles {
+        Percentiles {
+            count: 8,
+            p50: Some(base),
+            p95: Some(base * 1.5),
+            p99: Some(base * 2.0),
+        }
+    }
+
+    fn level(concurrency: u32, within_slo: bool) -> LevelSummary {
+        let c = f64::from(concurrency);
+        LevelSummary {
+            concurrency,
+            requests: 8,
+            outcomes: [("ok", 6), ("shed", 1), ("timeout", 1)]
+                .into_iter()
+                .collect(),
+            shed_ratio: 0.125,
+            error_ratio: 0.125,
+            ttft_seconds: pct(0.01 * c),
+            latency_seconds: pct(0.1 * c),
+            inter_token_latency_seconds: pct(0.004),
+            generation_tokens_per_second: pct(200.0 / c),
+            throughput_tokens_per_second: 100.0 * c + 0.123,
+            output_tokens: 256,
+            prompt_tokens: 0,
+            wall_seconds: 1.0,
+            token_source: "usage",
+            tokens_per_content_chunk: Some(1.0),
+            streams_without_finish_reason: 0,
+            error_examples: [("timeout", HOSTILE.to_string())].into_iter().collect(),
+            within_slo,
+            ..LevelSummary::default()
+        }
+    }
+
+    fn hostile_results() -> Results {
+        let side = |target: &str| SideSummary {
+            target: target.to_string(),
+            requests: 4,
+            outcomes: BTreeMap::new(),
+            latency_seconds: pct(0.001),
+            ttft_seconds: pct(0.0005),
+            first_error: Some(HOSTILE.into()),
+        };
+        Results {
+            format_version: 1,
+            llmprobe_version: HOSTILE.into(),
+            targets: vec![SweepReport {
+                target: format!("t{HOSTILE}"),
+                model: format!("m{HOSTILE}"),
+                success: false,
+                error: Some(HOSTILE.into()),
+                duration_seconds: 3.0,
+                finished_at_unix_seconds: 1_700_000_000.0,
+                setup: Setup {
+                    server: HOSTILE.into(),
+                    server_version: HOSTILE.into(),
+                    models: vec![HOSTILE.into()],
+                    model_listed: Some(false),
+                },
+                output_limit: Default::default(),
+                workloads: vec![WorkloadReport {
+                    workload: format!("w{HOSTILE}"),
+                    levels: vec![level(1, true), level(2, true), level(4, false)],
+                    capacity: Capacity {
+                        knee_concurrency: 2,
+                        throughput_tokens_per_second: 200.123,
+                        recommended_max_in_flight: 1,
+                        saturation_concurrency: None,
+                        saturated_before_knee: false,
+                        stopped_because: Some(HOSTILE.into()),
+                        knee_is_lower_bound: false,
+                    },
+                }],
+            }],
+            gateway_pairs: vec![PairReport {
+                pair: HOSTILE.into(),
+                workload: HOSTILE.into(),
+                concurrency: 2,
+                success: false,
+                error: Some(HOSTILE.into()),
+                direct: side(HOSTILE),
+                through: side(HOSTILE),
+                latency_overhead_seconds: pct(0.0002),
+                ttft_overhead_seconds: pct(0.0001),
+                duration_seconds: 1.0,
+                finished_at_unix_seconds: 1_700_000_000.0,
+            }],
+        }
+    }
+
+    fn hostile_settings() -> Settings {
+        let s = TargetSettings {
+            endpoint: HOSTILE.into(),
+            levels: vec![1, 2, 4],
+            requests_per_level: HOSTILE.into(),
+            warmup_requests: 1,
+            request_timeout: HOSTILE.into(),
+            slo_p95_latency_seconds: 0.35,
+            max_shed_ratio: 0.2,
+            max_error_ratio: 0.1,
+            headroom: 0.9,
+            workloads: vec![(HOSTILE.into(), HOSTILE.into())],
+            labels: [(HOSTILE.to_string(), HOSTILE.to_string())]
+                .into_iter()
+                .collect(),
+        };
+        [(format!("t{HOSTILE}"), s)].into_iter().collect()
+    }
+
+    /// Every element the page itself writes; anything else came from input.
+    const OWN_TAGS: &[&str] = &[
+        "!DOCTYPE", "html", "head", "meta", "title", "style", "body", "main", "header", "h1", "h2",
+        "h3", "p", "nav", "a", "section", "div", "span", "dl", "dt", "dd", "figure", "svg", "text",
+        "line", "rect", "polyline", "circle", "ul", "li", "table", "thead", "tbody", "tr", "th",
+        "td", "pre", "code", "b", "footer",
+    ];
+
+    #[test]
+    fn strings_from_servers_and_config_cannot_make_markup() {
+        let page = report(&hostile_results(), &hostile_settings());
+        for (i, _) in page.match_indices('<') {
+            let name: String = page[i + 1..]
+                .trim_start_matches('/')
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '!')
+                .collect();
+            assert!(
+                OWN_TAGS.contains(&name.as_str()),
+                "element <{name}> at {i}: {}",
+                &page[i..(i + 80).min(page.len())]
+            );
+        }
+        // Attribute values are quoted and quotes escaped: no attribute can
+        // be smuggled in either.
+        assert!(!page.contains("onerror=alert(2)>"), "{page}");
+        assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(page.contains("&quot;&gt;"));
+    }
+
+    #[test]
+    fn the_page_carries_every_plotted_value() {
+        let results = hostile_results();
+        let page = report(&results, &hostile_settings());
+        let w = &results.targets[0].workloads[0];
+        for l in &w.levels {
+            let c = l.concurrency;
+            for (series, v) in [
+                ("throughput", l.throughput_tokens_per_second),
+                ("ttft_p50", l.ttft_seconds.p50.unwrap()),
+                ("ttft_p95", l.ttft_seconds.p95.unwrap()),
+                ("latency_p95", l.latency_seconds.p95.unwrap()),
+                (
+                    "generation_p50",
+                    l.generation_tokens_per_second.p50.unwrap(),
+                ),
+                ("shed_ratio", l.shed_ratio),
+            ] {
+                let attrs = format!("data-series=\"{series}\" data-x=\"{c}\" data-y=\"{v}\"");
+                assert!(page.contains(&attrs), "{attrs} missing");
+            }
+        }
+        // The SLO limits of the configuration are drawn, the knee and the
+        // recommendation marked, the over-SLO levels shaded.
+        assert!(page.contains("SLO 350 ms"), "{page}");
+        assert!(page.contains("shed SLO 20.0%") && page.contains("error SLO 10.0%"));
+        assert!(page.contains(">knee 2</text>") && page.contains(">recommended 1</text>"));
+        assert_eq!(page.matches("<svg").count(), 6);
+        assert_eq!(page.matches("<rect class=\"over-slo\" x").count(), 6 * 2);
+        // Without a configuration: no SLO line, and a word on why.
+        let bare = report(&results, &Settings::new());
+        assert!(!bare.contains("SLO 350 ms"));
+        assert!(bare.contains("--config FILE"));
+    }
+}

@@ -1,0 +1,75 @@
+//! Where things are: the repository, and scratch directories for a test.
+
+use std::path::{Path, PathBuf};
+
+/// The repository root (where Cargo.toml is).
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The text of a file of the repository, by its path from the root.
+pub fn read(rel: &str) -> String {
+    let path = repo().join(rel);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
+/// `dir` written as a path relative to `from` (kustomize refuses absolute
+/// paths in `resources:`).
+pub fn relative(dir: &Path, from: &Path) -> PathBuf {
+    let dir = dir.canonicalize().unwrap();
+    let from = from.canonicalize().unwrap();
+    let common = dir
+        .components()
+        .zip(from.components())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut rel = PathBuf::new();
+    for _ in from.components().skip(common) {
+        rel.push("..");
+    }
+    rel.extend(dir.components().skip(common));
+    rel
+}
+
+/// A new, empty directory `$TMPDIR/llmprobe-TAG-PID-RANDOM`, never removed
+/// (for files a test hands to code that may keep reading them).
+pub fn fresh_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "llmprobe-{tag}-{}-{}",
+        std::process::id(),
+        fastrand::u64(..)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A fresh directory removed when dropped; kept, with its path printed, when
+/// the test panics, so that the logs and configs in it can be read.
+pub struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    /// A new directory named after `tag` (see [`fresh_dir`]).
+    pub fn new(tag: &str) -> Self {
+        ScratchDir(fresh_dir(tag))
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// A path inside the directory.
+    pub fn join(&self, rel: impl AsRef<Path>) -> PathBuf {
+        self.0.join(rel)
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("scratch files kept in {}", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}

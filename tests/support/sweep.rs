@@ -1,0 +1,13 @@
+//! One sweep in-process, as `llmprobe sweep` runs it.
+
+use llmprobe::stats::report::SweepReport;
+
+use super::config;
+
+/// Sweeps the one target of `yaml` once and returns its report.
+pub async fn sweep_one(yaml: &str) -> SweepReport {
+    let cfg = config::load(yaml);
+    let mut reports = llmprobe::sweep_once(&cfg, &[], false).await.unwrap();
+    assert_eq!(reports.len(), 1, "one target, one report");
+    reports.remove(0)
+}
