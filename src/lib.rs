@@ -1,8 +1,9 @@
 //! llmprobe: keeps measuring the serving capacity of OpenAI-compatible LLM
 //! servers and exposes what it measured to Prometheus.
 //!
-//! Data flows one way: config -> scheduler -> sweep -> probe (client, sse,
-//! chunk) -> samples -> stats / knee -> report -> metrics.
+//! Data flows one way: config -> fleet -> schedule -> sweep -> probe ->
+//! stream; stats turn samples into reports, which metrics, http and the
+//! terminal show.
 
 // Layers, in the order data flows (ARCHITECTURE.md draws the arrows).
 pub mod config;
@@ -31,9 +32,9 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, Target, Workload};
+use crate::config::Config;
 use crate::schedule::{Scheduler, Statuses};
-use crate::stats::report::SweepReport;
+use crate::stats::report::{PairReport, SweepReport};
 use crate::sweep::{NoObserver, Observer, SweepEnv};
 
 /// How long shutdown waits for requests in flight to be cancelled.
@@ -76,18 +77,8 @@ pub async fn run(
             status_view
                 .read()
                 .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .map(|(name, s)| http::router::TargetStatus {
-                    name: name.clone(),
-                    model: s.model.clone(),
-                    last_success_unix: s.last_success_unix,
-                    last_error: s.last_error.clone(),
-                    report: s.last_report.clone(),
-                    settings: s
-                        .target
-                        .as_deref()
-                        .map(report_html::TargetSettings::from_target),
-                })
+                .values()
+                .cloned()
                 .collect()
         }),
     };
@@ -142,13 +133,13 @@ pub async fn run(
             _ = watchdog.tick() => {
                 // A target loop that died would otherwise stop measuring in
                 // silence: withholding the ping lets systemd restart us.
+                let dead: Vec<String> = scheduler.dead_loops().iter().map(ToString::to_string).collect();
                 // /healthz reports the same, for Kubernetes' liveness probe.
-                let dead = scheduler.dead_targets();
                 dead.clone_into(&mut dead_loops.write().unwrap_or_else(|e| e.into_inner()));
                 if dead.is_empty() {
                     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Watchdog]);
                 } else {
-                    tracing::error!(targets = %dead.join(","), "measurement loops stopped unexpectedly; withholding the watchdog ping");
+                    tracing::error!(loops = %dead.join(", "), "measurement loops stopped unexpectedly; withholding the watchdog ping");
                 }
             }
         }
@@ -201,18 +192,6 @@ fn reload_config(
     result
 }
 
-/// Shows the level being measured on stderr, overwriting one line.
-struct ProgressLine;
-
-impl Observer for ProgressLine {
-    fn level_started(&self, target: &Target, workload: &Workload, concurrency: u32, requests: u64) {
-        eprint!(
-            "\r\x1b[2K{} / {}: concurrency {concurrency}, {requests} requests...",
-            target.name, workload.name
-        );
-    }
-}
-
 /// One sweep of each selected target now, one target after the other.
 /// `progress` shows the current level on stderr.
 pub async fn sweep_once(
@@ -229,7 +208,7 @@ pub async fn sweep_once(
         }
     }
     let observer: Arc<dyn Observer> = if progress {
-        Arc::new(ProgressLine)
+        Arc::new(terminal::Progress)
     } else {
         Arc::new(NoObserver)
     };
@@ -258,7 +237,56 @@ pub async fn sweep_once(
         );
     }
     if progress {
-        eprint!("\r\x1b[2K");
+        terminal::Progress.done();
+    }
+    Ok(reports)
+}
+
+/// Measures the gateway pairs of `config` once, one after the other, for
+/// `llmprobe sweep`. With `only` non-empty, only pairs whose two targets are
+/// both in it. `progress` shows the pair being measured on stderr.
+pub async fn measure_pairs_once(
+    config: &Config,
+    only: &[String],
+    progress: bool,
+) -> anyhow::Result<Vec<PairReport>> {
+    let env = SweepEnv::new(
+        probe::client::Client::new(CONNECT_TIMEOUT).map_err(anyhow::Error::msg)?,
+        config.schedule.max_in_flight_total,
+        CancellationToken::new(),
+        Arc::new(NoObserver),
+    );
+    let mut reports = Vec::new();
+    for pair in &config.gateway_pairs {
+        let selected = |name: &String| only.is_empty() || only.contains(name);
+        if !selected(&pair.direct) || !selected(&pair.through) {
+            continue;
+        }
+        let Some((direct, through)) = sweep::interleaved::pair_targets(config, pair) else {
+            continue;
+        };
+        if progress {
+            terminal::Progress.pair_started(pair);
+        }
+        let d = schedule::endpoint::reach(direct)
+            .await
+            .map_err(anyhow::Error::msg)?;
+        let t = schedule::endpoint::reach(through)
+            .await
+            .map_err(anyhow::Error::msg)?;
+        reports.push(
+            sweep::interleaved::measure(
+                &env,
+                pair,
+                (direct, &d.base_url),
+                (through, &t.base_url),
+                config.schedule.sweep_timeout,
+            )
+            .await,
+        );
+    }
+    if progress {
+        terminal::Progress.done();
     }
     Ok(reports)
 }

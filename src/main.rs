@@ -93,7 +93,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let reports =
                 llmprobe::sweep_once(&config, &targets, llmprobe::progress_wanted()).await?;
             let pairs =
-                llmprobe::sweep::pair::measure_once(&config, &targets, llmprobe::progress_wanted())
+                llmprobe::measure_pairs_once(&config, &targets, llmprobe::progress_wanted())
                     .await?;
             let all_ok = reports.iter().all(|r| r.success) && pairs.iter().all(|p| p.success);
             let text = match format {

@@ -1,13 +1,17 @@
-//! Renders sweep reports for a terminal (tables) or scripts (JSON), and
-//! reads such a JSON document back.
+//! Everything `llmprobe sweep` shows: the sweeps' and the gateway pairs'
+//! reports as tables (for a terminal) or one JSON document (for scripts),
+//! the progress line on stderr while they are measured, and reading such a
+//! JSON document back (`llmprobe report`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
-use crate::stats::report::{Capacity, LevelSummary, SweepReport, WorkloadReport};
-use crate::sweep::pair::PairReport;
+use crate::config::{GatewayPair, Target, Workload};
+use crate::stats::report::{Capacity, LevelSummary, PairReport, SweepReport, WorkloadReport};
+use crate::stats::sample::Outcome;
+use crate::sweep::Observer;
 
 /// Version of the JSON document's shape; bumped on incompatible changes.
 pub const JSON_FORMAT_VERSION: u32 = 1;
@@ -81,18 +85,12 @@ fn num(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.1}"))
 }
 
-/// Requests that failed for a reason other than shedding.
+/// Requests neither successful nor shed.
 pub(crate) fn errors(l: &LevelSummary) -> u64 {
     // Saturating: a document read back may not add up.
     l.requests
-        .saturating_sub(l.outcomes.get("ok").copied().unwrap_or(0))
-        .saturating_sub(shed(l))
-}
-
-/// Requests shed (503) or rate limited (429).
-pub(crate) fn shed(l: &LevelSummary) -> u64 {
-    l.outcomes.get("shed").copied().unwrap_or(0)
-        + l.outcomes.get("rate_limited").copied().unwrap_or(0)
+        .saturating_sub(l.count(Outcome::Ok))
+        .saturating_sub(l.shed())
 }
 
 /// The reports as tables, one per target and workload.
@@ -146,8 +144,8 @@ pub fn table(reports: &[SweepReport]) -> String {
                     "  {:>5} {:>5} {:>5} {:>5} {:>5} {:>9} {:>9} {:>11} {:>9} {:>12.1}{}",
                     l.concurrency,
                     l.requests,
-                    l.outcomes.get("ok").copied().unwrap_or(0),
-                    shed(l),
+                    l.count(Outcome::Ok),
+                    l.shed(),
                     errors(l),
                     secs(l.ttft_seconds.p50),
                     secs(l.ttft_seconds.p95),
@@ -315,4 +313,32 @@ pub fn pairs_table(pairs: &[PairReport]) -> String {
     }
     out.push('\n');
     out
+}
+
+/// The progress line on stderr, overwritten as a one-shot sweep goes: the
+/// level being measured, then the gateway pair being measured.
+pub struct Progress;
+
+impl Observer for Progress {
+    fn level_started(&self, target: &Target, workload: &Workload, concurrency: u32, requests: u64) {
+        eprint!(
+            "\r\x1b[2K{} / {}: concurrency {concurrency}, {requests} requests...",
+            target.name, workload.name
+        );
+    }
+}
+
+impl Progress {
+    /// A gateway pair's measurement starts.
+    pub fn pair_started(&self, pair: &GatewayPair) {
+        eprint!(
+            "\r\x1b[2Kgateway pair {}: {} requests per side...",
+            pair.name, pair.requests
+        );
+    }
+
+    /// Clears the line once everything is measured.
+    pub fn done(&self) {
+        eprint!("\r\x1b[2K");
+    }
 }

@@ -306,3 +306,52 @@ async fn idle_gate_postpones_while_the_server_is_busy() {
         .await;
     d.stop().await;
 }
+
+/// A target removed by a reload while its requests are in flight leaves no
+/// series behind: its requests end as `cancelled` after the reload, and
+/// observing them must not create its running totals again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_reloaded_away_mid_sweep_leaves_no_series() {
+    // One decode step a second: every request stays in flight for seconds.
+    let slow = "\n  - name: slow\n    simulator: { profile: tiny, step_base: 1s }";
+    let yaml = config(slow)
+        .replace("warmup_requests: 1", "warmup_requests: 0")
+        .replace("levels: [1, 2, 4, 8]", "levels: [4]")
+        .replace("request_timeout: 10s", "request_timeout: 60s");
+    let d = Daemon::start(write_config(&yaml)).await;
+    // No warm-up: the requests in flight are counted ones.
+    d.wait_for(WAIT, "the slow sweep's requests in flight", |t| {
+        metric(t, "llmprobe_in_flight_requests", &[]).is_some_and(|v| v >= 4.0)
+    })
+    .await;
+    assert!(d.metrics().await.contains("target=\"slow\""));
+
+    std::fs::write(&d.path, config(&sim_target("fresh", 8))).unwrap();
+    let r = reqwest::Client::new()
+        .post(d.url("/-/reload"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let text = d
+        .wait_for(WAIT, "fresh measured and slow forgotten", |t| {
+            knee(t, "fresh").is_some() && !t.contains("target=\"slow\"")
+        })
+        .await;
+    assert_eq!(metric(&text, "llmprobe_in_flight_requests", &[]), Some(0.0));
+    let text = d.metrics().await;
+    let left: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("target=\"slow\""))
+        .collect();
+    assert!(left.is_empty(), "series of the removed target: {left:#?}");
+    let index = reqwest::get(d.url("/"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(index.contains("<td>fresh</td>"), "{index}");
+    assert!(!index.contains("<td>slow</td>"), "{index}");
+    d.stop().await;
+}

@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use llmprobe::metrics::Metrics;
-use llmprobe::stats::report::{Capacity, LevelSummary, Percentiles, SweepReport, WorkloadReport};
+use llmprobe::stats::report::{
+    Capacity, LevelSummary, PairReport, Percentiles, SideSummary, SweepReport, WorkloadReport,
+};
 use llmprobe::stats::sample::{Outcome, Sample, TokenSource};
 
 fn pct(count: usize, base: f64) -> Percentiles {
@@ -99,6 +101,31 @@ fn report(target: &str, model: &str, success: bool) -> SweepReport {
     }
 }
 
+/// A gateway pair's measurement with these overheads.
+fn pair_report(pair: &str, latency: Percentiles, ttft: Percentiles) -> PairReport {
+    let side = |target: &str| SideSummary {
+        target: target.to_string(),
+        requests: 40,
+        outcomes: BTreeMap::from([(Outcome::Ok.as_str(), 40)]),
+        latency_seconds: pct(40, 0.001),
+        ttft_seconds: pct(40, 0.0005),
+        first_error: None,
+    };
+    PairReport {
+        pair: pair.to_string(),
+        workload: "short-chat".to_string(),
+        concurrency: 1,
+        success: true,
+        error: None,
+        direct: side("stub-direct"),
+        through: side("stub-gateway"),
+        latency_overhead_seconds: latency,
+        ttft_overhead_seconds: ttft,
+        duration_seconds: 2.0,
+        finished_at_unix_seconds: 1_717_000_000.0,
+    }
+}
+
 fn ok_sample(ms: u64) -> Sample {
     Sample {
         outcome: Outcome::Ok,
@@ -156,8 +183,7 @@ fn realistic_exposition() -> String {
     }
     // The second target's latest sweep failed: old results stay, success 0.
     metrics.publish_sweep(&report("gateway \"eu\"", "llama3.1:8b", false));
-    metrics.publish_gateway_overhead("gateway", "latency", &pct(40, 0.0021));
-    metrics.publish_gateway_overhead("gateway", "ttft", &pct(40, 0.0012));
+    metrics.publish_pair(&pair_report("gateway", pct(40, 0.0021), pct(40, 0.0012)));
     metrics.config_reloaded(true);
     let _in_flight = metrics.request_in_flight();
     metrics.encode()

@@ -15,7 +15,7 @@ use axum::http::{header, Response, StatusCode};
 use axum::serve::ListenerExt;
 use tokio_util::sync::CancellationToken;
 
-use llmprobe::sweep::pair::PairReport;
+use llmprobe::stats::report::PairReport;
 use support::binary::{self, llmprobe};
 use support::config::{self, write_config, Yaml};
 use support::daemon::Daemon;
@@ -158,7 +158,7 @@ gateway_pairs:
 
 async fn measure(direct: SocketAddr, through: SocketAddr, pair: &str) -> PairReport {
     let cfg = config::load(&pair_config(direct, through, pair));
-    let mut reports = llmprobe::sweep::pair::measure_once(&cfg, &[], false)
+    let mut reports = llmprobe::measure_pairs_once(&cfg, &[], false)
         .await
         .unwrap();
     assert_eq!(reports.len(), 1);

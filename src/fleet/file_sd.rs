@@ -29,7 +29,7 @@ const MAX_FILE_BYTES: u64 = 32 * 1024 * 1024;
 const MAX_DEPTH: usize = 8;
 
 /// Labels copied into `llmprobe_target_info` when the template names none.
-pub const DEFAULT_COPIED_LABELS: [&str; 5] = ["gpu", "driver", "gpu_memory", "os", "via_gateway"];
+pub const DEFAULT_COPIED_LABELS: [&str; 5] = crate::metrics::names::TARGET_INFO_FROM_CONFIG;
 
 // ---------------------------------------------------------------------------
 // Configuration as written.

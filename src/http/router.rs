@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::metrics::{Metrics, TEXT_CONTENT_TYPE};
 use crate::report_html::{self, escape, path_segment, TargetSettings};
-use crate::stats::report::SweepReport;
+use crate::stats::report::TargetStatus;
 
 /// How long `POST /-/reload` waits for the reload to finish before answering
 /// 500, so that a stuck reload cannot hold HTTP clients forever.
@@ -39,23 +39,6 @@ pub enum Control {
         /// Where the control loop sends the outcome.
         reply: oneshot::Sender<Result<(), String>>,
     },
-}
-
-/// What the index page shows about one target.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TargetStatus {
-    /// Target name.
-    pub name: String,
-    /// Model id measured.
-    pub model: String,
-    /// Unix time of the last completed sweep, if any.
-    pub last_success_unix: Option<f64>,
-    /// Why the last sweep failed, when it did (never holds a secret).
-    pub last_error: Option<String>,
-    /// The latest sweep's report, when there was one.
-    pub report: Option<Arc<SweepReport>>,
-    /// The target's configuration, as the pages show it.
-    pub settings: Option<TargetSettings>,
 }
 
 /// Produces the current status of every configured target, on demand.
@@ -200,7 +183,10 @@ const NAV: &str = "<nav><a href=\"/\">targets</a><a href=\"/metrics\">/metrics</
 /// The charts of a target's latest sweep, or why there are none yet.
 fn sweep_section(t: &TargetStatus, id: &str) -> String {
     match &t.report {
-        Some(r) => report_html::target_section(r, t.settings.as_ref(), id),
+        Some(r) => {
+            let settings = t.target.as_deref().map(TargetSettings::from_target);
+            report_html::target_section(r, settings.as_ref(), id)
+        }
         None => format!(
             "<section class=\"target\" id=\"{}\"><div class=\"head\"><h2>{}</h2>\
              <span class=\"muted\">model {}</span></div>\n<p>Not measured yet.</p></section>\n",
@@ -312,7 +298,7 @@ mod tests {
                 last_success_unix: Some(1_700_000_000.0),
                 last_error: Some("HTTP 503 \"busy\"".to_string()),
                 report: None,
-                settings: None,
+                target: None,
             }]
         });
         let dead_loops = DeadLoops::default();

@@ -33,6 +33,7 @@ pub struct TargetLimits {
 }
 
 /// Owns the configuration gauges of every measured target.
+#[derive(Clone)]
 pub struct ConfigInfo {
     p95_latency: GaugeVec,
     max_shed_ratio: GaugeVec,

@@ -13,7 +13,6 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::secret::Secret;
@@ -22,18 +21,8 @@ use crate::probe::client::Client;
 /// Time limit of each discovery request.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// What a server told about itself.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Setup {
-    /// Server kind (`vllm`, `tgi`, `llama.cpp`, `ollama`, or the `server` header's product), "" if unknown.
-    pub server: String,
-    /// Server version, "" if unknown.
-    pub server_version: String,
-    /// Model ids listed by `GET /models` (empty when not served).
-    pub models: Vec<String>,
-    /// Whether the configured model is among them (None when the list is unavailable).
-    pub model_listed: Option<bool>,
-}
+// The answer is part of the sweep's report, so its type lives with the reports.
+pub use crate::stats::report::Setup;
 
 async fn get_json(
     client: &Client,

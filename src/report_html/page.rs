@@ -9,8 +9,8 @@ use std::time::{Duration, UNIX_EPOCH};
 use super::charts::{LineChart, Rule, RuleKind, Series, Unit};
 use super::escape;
 use super::settings::{Settings, TargetSettings};
+use crate::stats::report::PairReport;
 use crate::stats::report::{LevelSummary, Percentiles, SweepReport, WorkloadReport};
-use crate::sweep::pair::PairReport;
 use crate::terminal::{self, Results};
 
 /// The page's only style sheet, inline so that the file opens anywhere.
@@ -527,7 +527,7 @@ fn counts_table(levels: &[LevelSummary]) -> String {
             l.concurrency,
             l.requests,
             l.outcomes.get("ok").copied().unwrap_or(0),
-            terminal::shed(l),
+            l.shed(),
             terminal::errors(l),
             l.ttft_seconds.count,
             l.latency_seconds.count,
@@ -592,8 +592,8 @@ mod tests {
 
     use super::*;
     use crate::probe::setup::Setup;
+    use crate::stats::report::SideSummary;
     use crate::stats::report::{Capacity, LevelSummary, Percentiles};
-    use crate::sweep::pair::SideSummary;
 
     const HOSTILE: &str = "\"><script>alert(1)</script><img src=x onerror=alert(2)>'&";
 

@@ -1,12 +1,19 @@
-//! The daemon's schedule: one loop per target (one sweep at a time each),
-//! staggered at start and jittered on every interval, sharing one global cap
-//! on requests in flight. A reload diffs the targets: removed ones are
-//! cancelled and their series dropped, changed ones restarted, new ones started.
+//! The daemon's schedule: one loop manager for every loop, a target's sweeps
+//! and a gateway pair's measurements alike. One loop per job (one sweep at a
+//! time each), staggered at start and jittered on every interval, all
+//! sharing one global cap on requests in flight. A reload diffs the jobs:
+//! removed ones are cancelled and, once their loops have ended, their series
+//! dropped; changed ones restarted; new ones started. A loop started under
+//! the name of one that was stopped waits for that one to end (and be
+//! forgotten) first. What one loop does is [`job`]'s.
 
 pub mod endpoint;
 pub mod idle_gate;
+mod job;
+mod log;
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -16,45 +23,54 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Config, Schedule, Target, Workload};
 use crate::metrics::{ConfigInfo, Metrics, TargetLimits};
 use crate::probe::client::Client;
-use crate::stats::report::SweepReport;
-use crate::stats::sample::{Outcome, Sample};
-use crate::sweep::{self, Observer, SweepEnv};
-
-/// What the index page shows of a target.
-#[derive(Debug, Clone, Default)]
-pub struct Status {
-    /// Model id.
-    pub model: String,
-    /// Unix time of the last successful sweep.
-    pub last_success_unix: Option<f64>,
-    /// Why the last sweep failed, if it did.
-    pub last_error: Option<String>,
-    /// The target as configured (for the pages' configuration facts).
-    pub target: Option<Arc<Target>>,
-    /// The latest sweep's report, successful or not (for the pages' charts).
-    pub last_report: Option<Arc<SweepReport>>,
-}
+use crate::stats::report::TargetStatus;
+use crate::stats::sample::Sample;
+use crate::sweep::interleaved::pair_targets;
+use crate::sweep::{Observer, SweepEnv};
+use job::{Job, Outputs};
 
 /// Shared view of every target's status.
-pub type Statuses = Arc<RwLock<BTreeMap<String, Status>>>;
+pub type Statuses = Arc<RwLock<BTreeMap<String, TargetStatus>>>;
+
+/// Names a loop: targets and gateway pairs have names of their own.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LoopKey {
+    /// The loop sweeping the target of this name.
+    Target(String),
+    /// The loop measuring the gateway pair of this name.
+    Pair(String),
+}
+
+impl fmt::Display for LoopKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LoopKey::Target(name) => write!(f, "target {name}"),
+            LoopKey::Pair(name) => write!(f, "gateway pair {name}"),
+        }
+    }
+}
 
 struct Running {
-    target: Arc<Target>,
+    job: Job,
     cancel: CancellationToken,
+    /// Fires when the loop's task has ended, however it ended.
+    ended: CancellationToken,
     handle: JoinHandle<()>,
 }
 
-/// Owns the per-target loops.
+/// Owns every loop: the one loop manager.
 pub struct Scheduler {
-    metrics: Arc<Metrics>,
+    out: Outputs,
     client: Client,
-    statuses: Statuses,
     schedule: Option<Schedule>,
     env: Option<SweepEnv>,
-    running: BTreeMap<String, Running>,
+    running: BTreeMap<LoopKey, Running>,
+    /// Per name, fires once the loop last stopped under it has ended and,
+    /// when it was removed, its series are dropped: the next loop of that
+    /// name waits for it, so two loops never measure one job at once and a
+    /// late forget never drops a new loop's series.
+    stopping: BTreeMap<LoopKey, CancellationToken>,
     root: CancellationToken,
-    /// One loop per gateway pair (see `gateway`).
-    pairs: crate::sweep::pair::PairLoops,
     /// Each measured target's SLO and interval, for alert rules.
     config_info: Option<ConfigInfo>,
 }
@@ -72,18 +88,43 @@ impl Observer for MetricsObserver {
     }
 }
 
+/// Every job of `config`, targets first (in configuration order), then
+/// gateway pairs (by name) whose two targets are there.
+fn jobs(config: &Config) -> Vec<(LoopKey, Job)> {
+    let targets = config
+        .targets
+        .iter()
+        .map(|t| (LoopKey::Target(t.name.clone()), Job::Target(t.clone())));
+    let mut pairs: Vec<(LoopKey, Job)> = config
+        .gateway_pairs
+        .iter()
+        .filter_map(|p| {
+            let (direct, through) = pair_targets(config, p)?;
+            Some((
+                LoopKey::Pair(p.name.clone()),
+                Job::Pair {
+                    pair: p.clone(),
+                    direct: direct.clone(),
+                    through: through.clone(),
+                },
+            ))
+        })
+        .collect();
+    pairs.sort_by(|a, b| a.0.cmp(&b.0));
+    targets.chain(pairs).collect()
+}
+
 impl Scheduler {
-    /// A scheduler with no targets yet.
+    /// A scheduler with no loops yet.
     pub fn new(metrics: Arc<Metrics>, client: Client, statuses: Statuses) -> Self {
         Scheduler {
-            metrics,
+            out: Outputs { metrics, statuses },
             client,
-            statuses,
             schedule: None,
             env: None,
             running: BTreeMap::new(),
+            stopping: BTreeMap::new(),
             root: CancellationToken::new(),
-            pairs: Default::default(),
             config_info: None,
         }
     }
@@ -104,7 +145,7 @@ impl Scheduler {
                 self.client.clone(),
                 config.schedule.max_in_flight_total,
                 self.root.child_token(),
-                Arc::new(MetricsObserver(self.metrics.clone())),
+                Arc::new(MetricsObserver(self.out.metrics.clone())),
             );
             // What warm-up found out about a server outlives a new cap.
             if let Some(learned) = learned {
@@ -113,90 +154,147 @@ impl Scheduler {
             self.env = Some(env);
             self.schedule = Some(config.schedule.clone());
         }
-        let wanted: BTreeMap<&str, &Arc<Target>> = config
-            .targets
-            .iter()
-            .map(|t| (t.name.as_str(), t))
-            .collect();
-        let names: Vec<String> = self.running.keys().cloned().collect();
-        for name in names {
-            let keep = !schedule_changed
-                && wanted
-                    .get(name.as_str())
-                    .is_some_and(|t| **t == self.running[&name].target);
-            if !keep {
-                if let Some(r) = self.running.remove(&name) {
-                    r.cancel.cancel();
-                    tracing::info!(target_name = %name, "stopping measurement of target");
-                }
-                if !wanted.contains_key(name.as_str()) {
-                    self.metrics.forget_target(&name);
-                    if let Some(info) = &self.config_info {
-                        info.forget_target(&name);
-                    }
-                    self.statuses
-                        .write()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .remove(&name);
-                }
+        let wanted = jobs(config);
+        let wanted_job = |key: &LoopKey| wanted.iter().find(|(k, _)| k == key).map(|(_, j)| j);
+        self.stopping.retain(|_, done| !done.is_cancelled());
+        let mut stopped = Vec::new();
+        let mut removed = Vec::new();
+        let keys: Vec<LoopKey> = self.running.keys().cloned().collect();
+        for key in keys {
+            let keep =
+                !schedule_changed && wanted_job(&key).is_some_and(|j| *j == self.running[&key].job);
+            if keep {
+                continue;
             }
+            let Some(r) = self.running.remove(&key) else {
+                continue;
+            };
+            r.cancel.cancel();
+            tracing::info!(loop_name = %key, "stopping measurement");
+            stopped.push(r.ended.clone());
+            if wanted_job(&key).is_some() {
+                self.stopping.insert(key, r.ended);
+            } else {
+                removed.push(key);
+            }
+        }
+        if !removed.is_empty() {
+            self.retire(removed, stopped);
         }
         let (Some(env), Some(schedule)) = (self.env.clone(), self.schedule.clone()) else {
             return;
         };
-        self.pairs.apply(
-            config,
-            &env,
-            &schedule,
-            schedule_changed,
-            &self.root,
-            &self.metrics,
-        );
-        let new: Vec<&Arc<Target>> = config
-            .targets
-            .iter()
-            .filter(|t| !self.running.contains_key(&t.name))
+        let new: Vec<(LoopKey, Job)> = wanted
+            .into_iter()
+            .filter(|(k, _)| !self.running.contains_key(k))
             .collect();
         let gap = stagger_gap(schedule.interval, new.len());
-        for (i, target) in new.into_iter().enumerate() {
-            let cancel = self.root.child_token();
+        for (i, (key, job)) in new.into_iter().enumerate() {
             let offset = gap * i as u32 + gap.mul_f64(fastrand::f64());
-            {
-                let mut statuses = self.statuses.write().unwrap_or_else(|e| e.into_inner());
-                let status = statuses.entry(target.name.clone()).or_default();
-                status.model = target.model.clone();
-                status.target = Some(target.clone());
-            }
-            if let Some(info) = &self.config_info {
-                info.set_target(&target.name, &limits(target, &schedule));
-            }
-            let handle = tokio::spawn(target_loop(
-                target.clone(),
-                env.clone(),
-                schedule.clone(),
-                offset,
-                cancel.clone(),
-                self.metrics.clone(),
-                self.statuses.clone(),
-            ));
-            self.running.insert(
-                target.name.clone(),
-                Running {
-                    target: target.clone(),
-                    cancel,
-                    handle,
-                },
-            );
+            self.start(key, job, &env, &schedule, offset);
         }
     }
 
-    /// Targets whose loop ended although nobody stopped it (a panic, or an
+    /// Starts the loop of `job` under `key`, once the loop last stopped
+    /// under that key (if any) is done.
+    fn start(
+        &mut self,
+        key: LoopKey,
+        job: Job,
+        env: &SweepEnv,
+        schedule: &Schedule,
+        offset: Duration,
+    ) {
+        if let Job::Target(target) = &job {
+            self.out
+                .statuses
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(target.name.clone())
+                .or_insert_with(|| TargetStatus::new(&target.name, &target.model))
+                .target = Some(target.clone());
+            if let Some(info) = &self.config_info {
+                info.set_target(&target.name, &limits(target, schedule));
+            }
+        }
+        let cancel = self.root.child_token();
+        let ended = CancellationToken::new();
+        let before = self.stopping.remove(&key);
+        let task = job::run(
+            job.clone(),
+            SweepEnv {
+                cancel: cancel.clone(),
+                ..env.clone()
+            },
+            schedule.clone(),
+            offset,
+            self.out.clone(),
+        );
+        let guard = ended.clone().drop_guard();
+        let handle = tokio::spawn(async move {
+            // Fires `ended` when the task ends, by return or by panic.
+            let _guard = guard;
+            // Not cancellable: `ended` must imply that the predecessor is
+            // done too, or a chain of quick reloads could overtake it.
+            if let Some(before) = before {
+                before.cancelled().await;
+            }
+            task.await;
+        });
+        self.running.insert(
+            key,
+            Running {
+                job,
+                cancel,
+                ended,
+                handle,
+            },
+        );
+    }
+
+    /// Drops the series and statuses of the `removed` loops once every loop
+    /// stopped by the same reload has ended (`stopped`): a request still in
+    /// flight, ending as `cancelled` after the series were dropped, would
+    /// create them again and they would stay forever. A pair loop sends to
+    /// its targets too, hence every stopped loop, not only the removed ones.
+    fn retire(&mut self, removed: Vec<LoopKey>, stopped: Vec<CancellationToken>) {
+        let done = CancellationToken::new();
+        for key in &removed {
+            self.stopping.insert(key.clone(), done.clone());
+        }
+        let guard = done.drop_guard();
+        let out = self.out.clone();
+        let config_info = self.config_info.clone();
+        tokio::spawn(async move {
+            let _guard = guard;
+            for ended in stopped {
+                ended.cancelled().await;
+            }
+            for key in removed {
+                match key {
+                    LoopKey::Target(name) => {
+                        out.metrics.forget_target(&name);
+                        if let Some(info) = &config_info {
+                            info.forget_target(&name);
+                        }
+                        out.statuses
+                            .write()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .remove(&name);
+                    }
+                    LoopKey::Pair(name) => out.metrics.forget_pair(&name),
+                }
+            }
+        });
+    }
+
+    /// Loops that ended although nobody stopped them (a panic, or an
     /// endpoint that could not be started): the watchdog stops on them.
-    pub fn dead_targets(&self) -> Vec<String> {
+    pub fn dead_loops(&self) -> Vec<LoopKey> {
         self.running
             .iter()
             .filter(|(_, r)| r.handle.is_finished())
-            .map(|(name, _)| name.clone())
+            .map(|(key, _)| key.clone())
             .collect()
     }
 
@@ -204,9 +302,7 @@ impl Scheduler {
     /// `grace` for them to end.
     pub async fn shutdown(self, grace: Duration) {
         self.root.cancel();
-        let mut handles: Vec<JoinHandle<()>> =
-            self.running.into_values().map(|r| r.handle).collect();
-        handles.extend(self.pairs.into_handles());
+        let handles = self.running.into_values().map(|r| r.handle);
         let all = futures_util::future::join_all(handles);
         if tokio::time::timeout(grace, all).await.is_err() {
             tracing::warn!("some sweeps did not stop within {grace:?}");
@@ -224,7 +320,7 @@ fn limits(target: &Target, schedule: &Schedule) -> TargetLimits {
     }
 }
 
-/// Gap between the first sweeps of newly started targets: spread over the
+/// Gap between the first rounds of newly started loops: spread over the
 /// interval, but never so far apart that first results take long to appear.
 pub(crate) fn stagger_gap(interval: Duration, n: usize) -> Duration {
     if n == 0 {
@@ -237,150 +333,6 @@ pub(crate) fn stagger_gap(interval: Duration, n: usize) -> Duration {
 pub fn jittered(interval: Duration, jitter: f64, unit_random: f64) -> Duration {
     // Saturating: an interval near Duration::MAX must not panic the loop.
     interval.saturating_add(interval.mul_f64(jitter * unit_random))
-}
-
-async fn target_loop(
-    target: Arc<Target>,
-    env: SweepEnv,
-    schedule: Schedule,
-    offset: Duration,
-    cancel: CancellationToken,
-    metrics: Arc<Metrics>,
-    statuses: Statuses,
-) {
-    let env = SweepEnv {
-        cancel: cancel.clone(),
-        ..env
-    };
-    tokio::select! {
-        _ = tokio::time::sleep(offset) => {}
-        _ = cancel.cancelled() => return,
-    }
-    let reachable = match endpoint::reach(&target).await {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::error!(target_name = %target.name, error = %e, "cannot reach target");
-            return;
-        }
-    };
-    metrics.set_target_info(&target.name, &target_info(&target, &Default::default()));
-    metrics.target_started(&target.name);
-    loop {
-        if let Some(gate) = &target.idle_gate {
-            if !wait_until_idle(&env, &target, gate, &metrics, &cancel).await {
-                break;
-            }
-        }
-        let report = sweep::run(&env, &target, &reachable.base_url, schedule.sweep_timeout).await;
-        if cancel.is_cancelled() {
-            break;
-        }
-        log_sweep(&report);
-        metrics.set_target_info(&target.name, &target_info(&target, &report.setup));
-        metrics.publish_sweep(&report);
-        {
-            let mut st = statuses.write().unwrap_or_else(|e| e.into_inner());
-            let s = st.entry(target.name.clone()).or_default();
-            s.model = target.model.clone();
-            if report.success {
-                s.last_success_unix = Some(report.finished_at_unix_seconds);
-                s.last_error = None;
-            } else {
-                s.last_error = report.error.clone();
-            }
-            s.last_report = Some(Arc::new(report));
-        }
-        let wait = jittered(schedule.interval, schedule.jitter, fastrand::f64());
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = cancel.cancelled() => break,
-        }
-    }
-}
-
-/// Labels of `llmprobe_target_info`: what the server told, then the
-/// configured labels (which win: an operator may know better).
-fn target_info(target: &Target, setup: &crate::probe::setup::Setup) -> Vec<(String, String)> {
-    let mut info = vec![
-        ("model".to_string(), target.model.clone()),
-        ("server".to_string(), setup.server.clone()),
-        ("server_version".to_string(), setup.server_version.clone()),
-    ];
-    info.extend(target.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
-    info
-}
-
-/// Waits while the server reports more work than the gate allows; false
-/// when cancelled meanwhile. A gate that cannot be read does not block the
-/// sweep (a server without metrics must still be measured), but says so.
-async fn wait_until_idle(
-    env: &SweepEnv,
-    target: &Target,
-    gate: &crate::schedule::idle_gate::IdleGate,
-    metrics: &Metrics,
-    cancel: &CancellationToken,
-) -> bool {
-    loop {
-        match crate::schedule::idle_gate::read(&env.client, gate).await {
-            Ok(v) if v <= gate.max_value => return true,
-            Ok(v) => {
-                metrics.sweep_postponed(&target.name);
-                tracing::info!(target_name = %target.name, metric = %gate.metric, value = v, "server busy: sweep postponed");
-            }
-            Err(e) => {
-                tracing::warn!(target_name = %target.name, error = %e, "idle gate unreadable: sweeping anyway");
-                return true;
-            }
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(gate.retry_every) => {}
-            _ = cancel.cancelled() => return false,
-        }
-    }
-}
-
-/// One line per sweep (failed requests summarised, never one line each).
-fn log_sweep(report: &SweepReport) {
-    let knees: Vec<String> = report
-        .workloads
-        .iter()
-        .map(|w| format!("{}={}", w.workload, w.capacity.knee_concurrency))
-        .collect();
-    let mut failures: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut examples: BTreeMap<&str, &str> = BTreeMap::new();
-    for l in report.workloads.iter().flat_map(|w| &w.levels) {
-        for (outcome, n) in &l.outcomes {
-            if *outcome != Outcome::Ok.as_str() && *n > 0 {
-                *failures.entry(outcome).or_default() += n;
-            }
-        }
-        for (outcome, e) in &l.error_examples {
-            examples.entry(outcome).or_insert(e);
-        }
-    }
-    let failures: Vec<String> = failures.iter().map(|(o, n)| format!("{o}={n}")).collect();
-    // One message per failed outcome says what went wrong; bounded by the
-    // number of outcomes, whatever the number of requests.
-    let examples: Vec<String> = examples.iter().map(|(o, e)| format!("{o}: {e}")).collect();
-    if report.success {
-        tracing::info!(
-            target_name = %report.target,
-            knee = %knees.join(","),
-            duration_s = format!("{:.1}", report.duration_seconds),
-            failed_requests = %failures.join(","),
-            errors = %examples.join("; "),
-            "sweep finished"
-        );
-    } else {
-        tracing::warn!(
-            target_name = %report.target,
-            error = report.error.as_deref().unwrap_or(""),
-            duration_s = format!("{:.1}", report.duration_seconds),
-            failed_requests = %failures.join(","),
-            errors = %examples.join("; "),
-            "sweep failed"
-        );
-    }
 }
 
 #[cfg(test)]
@@ -409,5 +361,12 @@ mod tests {
             ..s
         };
         assert_eq!(stagger_gap(fast.interval, 4), Duration::from_millis(250));
+    }
+
+    #[test]
+    fn loop_keys_name_their_kind() {
+        assert_eq!(LoopKey::Target("w1".into()).to_string(), "target w1");
+        assert_eq!(LoopKey::Pair("gw".into()).to_string(), "gateway pair gw");
+        assert!(LoopKey::Target("z".into()) < LoopKey::Pair("a".into()));
     }
 }

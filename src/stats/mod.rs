@@ -1,7 +1,9 @@
-//! Samples -> level summaries -> knee, recommendation, saturation, and the
-//! report types every consumer reads. Pure: no I/O, no clock.
+//! Samples -> level summaries -> knee, recommendation, saturation; the two
+//! sides of a gateway pair -> its overhead; and the report types every
+//! consumer reads. Pure: no I/O, no clock.
 
 pub mod knee;
 pub mod level;
+pub mod overhead;
 pub mod report;
 pub mod sample;

@@ -1,10 +1,14 @@
-//! The results of a sweep, as the terminal output, the JSON document and the
-//! metrics read them. Plain data: produced by `stats`, `knee` and `sweep`.
+//! The results llmprobe produces, as the terminal output, the JSON document,
+//! the metrics and the index page read them: a sweep of a target, the
+//! interleaved measurement of a gateway pair, and a target's status. Plain
+//! data: produced by `stats`, `knee`, `sweep` and `schedule`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::config::Target;
 use crate::stats::sample::Outcome;
 
 /// How output tokens can have been counted (`LevelSummary::token_source`).
@@ -71,13 +75,6 @@ pub struct Percentiles {
     pub p95: Option<f64>,
     /// 99th percentile.
     pub p99: Option<f64>,
-}
-
-impl Percentiles {
-    /// The exported percentiles as (label value, value) pairs.
-    pub fn labelled(&self) -> [(&'static str, Option<f64>); 3] {
-        [("50", self.p50), ("95", self.p95), ("99", self.p99)]
-    }
 }
 
 /// Summary of one concurrency level (Default: an empty level, for tests).
@@ -159,6 +156,28 @@ pub struct LevelSummary {
     pub within_slo: bool,
 }
 
+impl LevelSummary {
+    /// Requests of the level that ended with `outcome`.
+    pub fn count(&self, outcome: Outcome) -> u64 {
+        count(&self.outcomes, outcome)
+    }
+
+    /// Requests the server declined for load (every outcome that
+    /// [`Outcome::is_shed`]).
+    pub fn shed(&self) -> u64 {
+        Outcome::ALL
+            .into_iter()
+            .filter(|o| o.is_shed())
+            .map(|o| self.count(o))
+            .sum()
+    }
+}
+
+/// The count of `outcome` in a map keyed by outcome label (0 when absent).
+fn count(outcomes: &BTreeMap<&'static str, u64>, outcome: Outcome) -> u64 {
+    outcomes.get(outcome.as_str()).copied().unwrap_or(0)
+}
+
 /// Capacity verdict for one workload of one target.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Capacity {
@@ -220,10 +239,166 @@ pub struct SweepReport {
     pub finished_at_unix_seconds: f64,
     /// What the server told about itself.
     #[serde(default)]
-    pub setup: crate::probe::setup::Setup,
+    pub setup: Setup,
     /// The request field that bounded the output.
     #[serde(default)]
     pub output_limit: OutputLimit,
     /// Per-workload results.
     pub workloads: Vec<WorkloadReport>,
+}
+
+/// What a server told about itself (see `probe::setup`, which asks).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Setup {
+    /// Server kind (`vllm`, `tgi`, `llama.cpp`, `ollama`, or the `server` header's product), "" if unknown.
+    pub server: String,
+    /// Server version, "" if unknown.
+    pub server_version: String,
+    /// Model ids listed by `GET /models` (empty when not served).
+    pub models: Vec<String>,
+    /// Whether the configured model is among them (None when the list is unavailable).
+    pub model_listed: Option<bool>,
+}
+
+/// What one side of a gateway pair measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SideSummary {
+    /// Target name.
+    pub target: String,
+    /// Counted requests sent (warm-up excluded).
+    pub requests: u64,
+    /// Requests per outcome, keyed by the outcome label.
+    #[serde(deserialize_with = "labels::outcome_map")]
+    pub outcomes: BTreeMap<&'static str, u64>,
+    /// End-to-end latency of the successful requests, seconds.
+    pub latency_seconds: Percentiles,
+    /// Time to first token of the successful requests, seconds.
+    pub ttft_seconds: Percentiles,
+    /// The first failure, when there was one (for the operator, not a label).
+    pub first_error: Option<String>,
+}
+
+impl SideSummary {
+    /// Requests of the side that ended with `outcome`.
+    pub fn count(&self, outcome: Outcome) -> u64 {
+        count(&self.outcomes, outcome)
+    }
+}
+
+/// Result of one interleaved measurement of a gateway pair.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairReport {
+    /// Pair name (the `pair` label).
+    pub pair: String,
+    /// Workload sent to both sides.
+    pub workload: String,
+    /// Requests in flight on a side during one batch.
+    pub concurrency: u32,
+    /// Whether both sides were measured to the end with at least one success each.
+    pub success: bool,
+    /// Why the measurement failed, when it did.
+    pub error: Option<String>,
+    /// The stub engine reached directly.
+    pub direct: SideSummary,
+    /// The stub engine reached through the gateway.
+    pub through: SideSummary,
+    /// Through minus direct, per latency percentile; `count` is the smaller
+    /// of the two sides' successful requests.
+    pub latency_overhead_seconds: Percentiles,
+    /// Through minus direct, per TTFT percentile; `count` as above.
+    pub ttft_overhead_seconds: Percentiles,
+    /// Wall time of the measurement, warm-up included, seconds.
+    pub duration_seconds: f64,
+    /// Unix time at which it finished, seconds.
+    pub finished_at_unix_seconds: f64,
+}
+
+/// Where a target stands, for the index page: the latest sweep's verdict.
+#[derive(Debug, Clone, Default)]
+pub struct TargetStatus {
+    /// Target name.
+    pub name: String,
+    /// Model id measured.
+    pub model: String,
+    /// Unix time of the last completed sweep, if any.
+    pub last_success_unix: Option<f64>,
+    /// Why the last sweep failed, when it did (never holds a secret).
+    pub last_error: Option<String>,
+    /// The latest sweep's report, successful or not (for the pages' charts).
+    pub report: Option<Arc<SweepReport>>,
+    /// The target as configured (for the pages' configuration facts).
+    pub target: Option<Arc<Target>>,
+}
+
+impl TargetStatus {
+    /// The status of a target not swept yet.
+    pub fn new(name: &str, model: &str) -> Self {
+        TargetStatus {
+            name: name.to_string(),
+            model: model.to_string(),
+            ..TargetStatus::default()
+        }
+    }
+
+    /// Takes in a finished sweep: a success replaces the time of the last
+    /// success and clears the error; a failure keeps that time.
+    pub fn record(&mut self, report: &SweepReport) {
+        self.model = report.model.clone();
+        self.report = Some(Arc::new(report.clone()));
+        if report.success {
+            self.last_success_unix = Some(report.finished_at_unix_seconds);
+            self.last_error = None;
+        } else {
+            self.last_error = report.error.clone();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sweep(success: bool, at: f64) -> SweepReport {
+        SweepReport {
+            target: "w1".to_string(),
+            model: "qwen".to_string(),
+            success,
+            error: (!success).then(|| "HTTP 503".to_string()),
+            duration_seconds: 1.0,
+            finished_at_unix_seconds: at,
+            setup: Setup::default(),
+            output_limit: Default::default(),
+            workloads: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn status_keeps_the_last_success_through_failures() {
+        let mut s = TargetStatus::new("w1", "qwen");
+        assert_eq!((s.last_success_unix, s.last_error.as_deref()), (None, None));
+        s.record(&sweep(true, 10.0));
+        s.record(&sweep(false, 20.0));
+        assert_eq!(s.last_success_unix, Some(10.0));
+        assert_eq!(s.last_error.as_deref(), Some("HTTP 503"));
+        s.record(&sweep(true, 30.0));
+        assert_eq!((s.last_success_unix, s.last_error), (Some(30.0), None));
+    }
+
+    #[test]
+    fn counts_read_the_outcome_map() {
+        let mut outcomes = BTreeMap::new();
+        outcomes.insert(Outcome::Ok.as_str(), 5);
+        outcomes.insert(Outcome::Shed.as_str(), 2);
+        outcomes.insert(Outcome::RateLimited.as_str(), 1);
+        let side = SideSummary {
+            target: "gw".to_string(),
+            requests: 8,
+            outcomes,
+            latency_seconds: Percentiles::default(),
+            ttft_seconds: Percentiles::default(),
+            first_error: None,
+        };
+        assert_eq!(side.count(Outcome::Ok), 5);
+        assert_eq!(side.count(Outcome::Timeout), 0, "absent counts 0");
+    }
 }

@@ -1,10 +1,11 @@
 //! One sweep of one target: the output-limit field checked, then per
 //! workload a warm-up and one closed-loop level per concurrency value, until
-//! a level breaks the SLO or cannot keep its concurrency.
+//! a level breaks the SLO or cannot keep its concurrency. The gateway pairs'
+//! interleaved executor ([`interleaved`]) sends through the same [`Requests`].
 
 mod closed_loop;
+pub mod interleaved;
 pub mod output_limit;
-pub mod pair;
 mod requests;
 
 use std::collections::BTreeMap;
@@ -237,11 +238,7 @@ fn unreachable_error(workloads: &[WorkloadReport]) -> Option<String> {
     let (mut total, mut unreachable) = (0, 0);
     for l in levels {
         total += l.requests;
-        unreachable += l
-            .outcomes
-            .get(Outcome::ConnectError.as_str())
-            .copied()
-            .unwrap_or(0);
+        unreachable += l.count(Outcome::ConnectError);
     }
     (total > 0 && unreachable == total)
         .then(|| "no request could connect to the server".to_string())

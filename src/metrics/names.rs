@@ -1,0 +1,382 @@
+//! The names table: every metric family llmprobe exports, with its help text
+//! and label names, and the label values metrics own (`quantity`,
+//! `percentile`, `result`, the standard `llmprobe_target_info` labels). A
+//! contract with dashboards and alert rules: change a name here and there
+//! only. The `outcome` label's values are [`Outcome::as_str`]'s.
+//!
+//! [`Outcome::as_str`]: crate::stats::sample::Outcome::as_str
+
+use crate::stats::report::Percentiles;
+
+/// Name, help and label names of one family.
+#[derive(Debug)]
+pub struct Spec {
+    /// Family name.
+    pub name: &'static str,
+    /// `# HELP` text.
+    pub help: &'static str,
+    /// Label names, in the order their values are given.
+    pub labels: &'static [&'static str],
+}
+
+const NONE: &[&str] = &[];
+const TARGET: &[&str] = &["target"];
+const WORKLOAD: &[&str] = &["target", "model", "workload"];
+const LEVEL: &[&str] = &["target", "model", "workload", "concurrency"];
+const LEVEL_PERCENTILE: &[&str] = &["target", "model", "workload", "concurrency", "percentile"];
+const FILE: &[&str] = &["file"];
+
+// ---------------------------------------------------------------------------
+// Running totals over every measured request (registered; see `running`).
+// ---------------------------------------------------------------------------
+
+/// Histogram buckets for LLM latencies: a fast TTFT is tens of milliseconds,
+/// a long generation under load takes minutes.
+pub const LATENCY_BUCKETS: [f64; 15] = [
+    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0,
+];
+
+/// Histogram of the TTFT of successful requests.
+pub const REQUEST_TTFT: Spec = Spec {
+    name: "llmprobe_request_ttft_seconds",
+    help: "Time to first token of every request that completed (outcome ok).",
+    labels: WORKLOAD,
+};
+/// Histogram of the latency of successful requests.
+pub const REQUEST_DURATION: Spec = Spec {
+    name: "llmprobe_request_duration_seconds",
+    help:
+        "Latency from send to the last content chunk of every request that completed (outcome ok).",
+    labels: WORKLOAD,
+};
+/// Counter of requests by outcome.
+pub const REQUESTS: Spec = Spec {
+    name: "llmprobe_requests_total",
+    help: "Measured requests by outcome.",
+    labels: &["target", "model", "workload", "outcome"],
+};
+/// Counter of output tokens.
+pub const OUTPUT_TOKENS: Spec = Spec {
+    name: "llmprobe_output_tokens_total",
+    help: "Output tokens of requests that completed (outcome ok).",
+    labels: WORKLOAD,
+};
+/// Counter of prompt tokens.
+pub const PROMPT_TOKENS: Spec = Spec {
+    name: "llmprobe_prompt_tokens_total",
+    help: "Prompt tokens reported by the server for requests that completed (outcome ok).",
+    labels: WORKLOAD,
+};
+
+// ---------------------------------------------------------------------------
+// Daemon state (registered; see `daemon`).
+// ---------------------------------------------------------------------------
+
+/// Counter of finished sweeps by [`sweep_result`].
+pub const SWEEPS: Spec = Spec {
+    name: "llmprobe_sweeps_total",
+    help: "Sweeps finished, by result (ok or failed).",
+    labels: &["target", "result"],
+};
+/// Counter of sweeps the idle gate postponed.
+pub const SWEEPS_POSTPONED: Spec = Spec {
+    name: "llmprobe_sweeps_postponed_total",
+    help: "Sweeps postponed because the server was busy (idle gate).",
+    labels: TARGET,
+};
+/// Gauge of requests in flight.
+pub const IN_FLIGHT: Spec = Spec {
+    name: "llmprobe_in_flight_requests",
+    help: "Benchmark requests in flight across all targets.",
+    labels: NONE,
+};
+/// Always 1; its one label is constant.
+pub const BUILD_INFO: Spec = Spec {
+    name: "llmprobe_build_info",
+    help: "Version of llmprobe that is running; always 1.",
+    labels: &["version"],
+};
+/// Whether the last (re)load succeeded.
+pub const RELOAD_SUCCESSFUL: Spec = Spec {
+    name: "llmprobe_config_last_reload_successful",
+    help: "1 if the last configuration (re)load succeeded, else 0.",
+    labels: NONE,
+};
+/// When the last (re)load succeeded.
+pub const RELOAD_TIMESTAMP: Spec = Spec {
+    name: "llmprobe_config_last_reload_success_timestamp_seconds",
+    help: "Unix time of the last successful configuration (re)load.",
+    labels: NONE,
+};
+
+/// `result` label values of [`SWEEPS`], every one created at zero.
+pub const SWEEP_RESULTS: [&str; 2] = ["ok", "failed"];
+
+/// The `result` label of a sweep that did or did not succeed.
+pub fn sweep_result(success: bool) -> &'static str {
+    SWEEP_RESULTS[usize::from(!success)]
+}
+
+// ---------------------------------------------------------------------------
+// Target discovery and sharding (registered; see `fleet`).
+// ---------------------------------------------------------------------------
+
+/// Failed reads of a discovery file.
+pub const FILE_SD_READ_ERRORS: Spec = Spec {
+    name: "llmprobe_file_sd_read_errors_total",
+    help: "Failed reads of a file_sd file (unreadable or unparsable); the file keeps the targets it gave last time.",
+    labels: FILE,
+};
+/// Valid targets of a discovery file.
+pub const FILE_SD_TARGETS: Spec = Spec {
+    name: "llmprobe_file_sd_targets",
+    help: "Valid targets a file_sd file gives (as of its last successful read).",
+    labels: FILE,
+};
+/// Invalid entries of a discovery file.
+pub const FILE_SD_INVALID: Spec = Spec {
+    name: "llmprobe_file_sd_invalid_targets",
+    help: "Entries of a file_sd file skipped as invalid at its last successful read (see the log or check-config).",
+    labels: FILE,
+};
+/// Every known target and the shard that owns it.
+pub const FLEET_TARGET: Spec = Spec {
+    name: "llmprobe_fleet_target",
+    help: "Every target this instance knows (static or from file_sd), owned or not; shard is the instance that should measure it. Always 1.",
+    labels: &["target", "source", "shard"],
+};
+/// Targets this instance owns.
+pub const SHARD_TARGETS: Spec = Spec {
+    name: "llmprobe_shard_targets",
+    help: "Targets owned, and so measured, by this instance.",
+    labels: &["shard"],
+};
+/// This instance's shard.
+pub const SHARD_INFO: Spec = Spec {
+    name: "llmprobe_shard_info",
+    help: "This instance's shard index and the shard count it was configured with. Always 1.",
+    labels: &["index", "count"],
+};
+
+// ---------------------------------------------------------------------------
+// Results of the latest sweeps and pair measurements (rendered at scrape
+// time; see `results`).
+// ---------------------------------------------------------------------------
+
+/// TTFT percentiles per level.
+pub const SWEEP_TTFT: Spec = Spec {
+    name: "llmprobe_sweep_ttft_seconds",
+    help: "Time to first token percentiles of the latest completed sweep, per level.",
+    labels: LEVEL_PERCENTILE,
+};
+/// Latency percentiles per level.
+pub const SWEEP_LATENCY: Spec = Spec {
+    name: "llmprobe_sweep_latency_seconds",
+    help: "End-to-end request latency percentiles of the latest completed sweep, per level.",
+    labels: LEVEL_PERCENTILE,
+};
+/// Inter-token latency percentiles per level.
+pub const SWEEP_ITL: Spec = Spec {
+    name: "llmprobe_sweep_inter_token_latency_seconds",
+    help: "Percentiles of the gaps between streamed content chunks in the latest completed sweep, per level.",
+    labels: LEVEL_PERCENTILE,
+};
+/// Generation speed percentiles per level.
+pub const SWEEP_GENERATION: Spec = Spec {
+    name: "llmprobe_sweep_generation_tokens_per_second",
+    help: "Per-request generation speed percentiles of the latest completed sweep, per level.",
+    labels: LEVEL_PERCENTILE,
+};
+/// Sample counts behind the percentile families, by [`quantity`].
+pub const SWEEP_SAMPLES: Spec = Spec {
+    name: "llmprobe_sweep_samples",
+    help: "Number of samples the sweep percentiles of a quantity rest on (a p95 of few samples is imprecise).",
+    labels: &["target", "model", "workload", "concurrency", "quantity"],
+};
+/// Throughput per level.
+pub const SWEEP_THROUGHPUT: Spec = Spec {
+    name: "llmprobe_sweep_throughput_tokens_per_second",
+    help: "Aggregate output tokens per second of the level in the latest completed sweep.",
+    labels: LEVEL,
+};
+/// Shed ratio per level.
+pub const SWEEP_SHED: Spec = Spec {
+    name: "llmprobe_sweep_shed_ratio",
+    help: "Fraction of the level's requests the server declined for load (503 or 429) in the latest completed sweep.",
+    labels: LEVEL,
+};
+/// Error ratio per level.
+pub const SWEEP_ERROR: Spec = Spec {
+    name: "llmprobe_sweep_error_ratio",
+    help: "Fraction of the level's requests that failed for any reason other than load shedding in the latest completed sweep.",
+    labels: LEVEL,
+};
+/// Requests per level and outcome.
+pub const SWEEP_REQUESTS: Spec = Spec {
+    name: "llmprobe_sweep_requests",
+    help: "Requests of the level by outcome in the latest completed sweep.",
+    labels: &["target", "model", "workload", "concurrency", "outcome"],
+};
+/// The knee per workload.
+pub const CAPACITY_KNEE: Spec = Spec {
+    name: "llmprobe_capacity_knee_concurrency",
+    help: "Highest concurrency within the SLO with every lower level within it too (0 when even level 1 fails).",
+    labels: WORKLOAD,
+};
+/// Throughput at the knee per workload.
+pub const CAPACITY_THROUGHPUT: Spec = Spec {
+    name: "llmprobe_capacity_throughput_tokens_per_second",
+    help: "Aggregate output tokens per second at the knee (0 when there is no knee).",
+    labels: WORKLOAD,
+};
+/// Saturation level per workload.
+pub const CAPACITY_SATURATION: Spec = Spec {
+    name: "llmprobe_capacity_saturation_concurrency",
+    help: "First level whose throughput gained under 10% over the previous level (absent when throughput kept growing).",
+    labels: WORKLOAD,
+};
+/// Recommended `max_in_flight` per workload.
+pub const RECOMMENDED: Spec = Spec {
+    name: "llmprobe_recommended_max_in_flight",
+    help: "Recommended max_in_flight for the worker: the knee times the configured headroom.",
+    labels: WORKLOAD,
+};
+/// Whether the last sweep succeeded.
+pub const SWEEP_SUCCESS: Spec = Spec {
+    name: "llmprobe_sweep_success",
+    help: "1 if the last sweep of the target completed, 0 if it failed (the results of the last completed one stay exported).",
+    labels: TARGET,
+};
+/// Wall time of the last sweep.
+pub const SWEEP_DURATION: Spec = Spec {
+    name: "llmprobe_sweep_duration_seconds",
+    help: "Wall time of the last sweep of the target, completed or failed.",
+    labels: TARGET,
+};
+/// When the latest completed sweep finished.
+pub const SWEEP_LAST_COMPLETION: Spec = Spec {
+    name: "llmprobe_sweep_last_completion_timestamp_seconds",
+    help: "Unix time at which the latest completed sweep of the target finished.",
+    labels: TARGET,
+};
+/// A target's setup; configured labels follow [`TARGET_INFO_LABELS`].
+pub const TARGET_INFO: Spec = Spec {
+    name: "llmprobe_target_info",
+    help: "Setup of a target: server, version, GPU, driver, memory, OS, gateway, and configured labels; always 1.",
+    labels: &TARGET_INFO_LABELS,
+};
+/// Gateway overhead percentiles by [`quantity`].
+pub const GATEWAY_OVERHEAD: Spec = Spec {
+    name: "llmprobe_gateway_overhead_seconds",
+    help: "Time a gateway adds (through the gateway minus direct), by quantity (latency or ttft) and percentile.",
+    labels: &["pair", "quantity", "percentile"],
+};
+/// Sample counts behind the gateway overhead.
+pub const GATEWAY_SAMPLES: Spec = Spec {
+    name: "llmprobe_gateway_overhead_samples",
+    help: "Number of samples the gateway overhead percentiles of a quantity rest on.",
+    labels: &["pair", "quantity"],
+};
+
+/// Every family rendered from the results.
+pub const RESULT_FAMILIES: [&Spec; 19] = [
+    &SWEEP_TTFT,
+    &SWEEP_LATENCY,
+    &SWEEP_ITL,
+    &SWEEP_GENERATION,
+    &SWEEP_SAMPLES,
+    &SWEEP_THROUGHPUT,
+    &SWEEP_SHED,
+    &SWEEP_ERROR,
+    &SWEEP_REQUESTS,
+    &CAPACITY_KNEE,
+    &CAPACITY_THROUGHPUT,
+    &CAPACITY_SATURATION,
+    &RECOMMENDED,
+    &SWEEP_SUCCESS,
+    &SWEEP_DURATION,
+    &SWEEP_LAST_COMPLETION,
+    &TARGET_INFO,
+    &GATEWAY_OVERHEAD,
+    &GATEWAY_SAMPLES,
+];
+
+/// `quantity` label values: which measured quantity a sample count (of
+/// [`SWEEP_SAMPLES`]) or an overhead (of [`GATEWAY_OVERHEAD`]) is of.
+pub mod quantity {
+    /// Time to first token.
+    pub const TTFT: &str = "ttft";
+    /// End-to-end latency.
+    pub const LATENCY: &str = "latency";
+    /// Gaps between content chunks.
+    pub const INTER_TOKEN_LATENCY: &str = "inter_token_latency";
+    /// Per-request generation speed.
+    pub const GENERATION_SPEED: &str = "generation_speed";
+}
+
+/// The exported percentiles as (`percentile` label value, value) pairs.
+pub fn percentiles(p: &Percentiles) -> [(&'static str, Option<f64>); 3] {
+    [("50", p.p50), ("95", p.p95), ("99", p.p99)]
+}
+
+/// `llmprobe_target_info` labels that the server tells (or the target's
+/// configuration, for the model).
+pub const TARGET_INFO_FROM_SERVER: [&str; 3] = ["model", "server", "server_version"];
+
+/// `llmprobe_target_info` labels that only configuration gives (a target's
+/// `labels`, or a file_sd group's); present on every target, empty when not given.
+pub const TARGET_INFO_FROM_CONFIG: [&str; 5] = ["gpu", "driver", "gpu_memory", "os", "via_gateway"];
+
+/// Every standard label of [`TARGET_INFO`], in exposition order: `target`,
+/// then [`TARGET_INFO_FROM_SERVER`], then [`TARGET_INFO_FROM_CONFIG`].
+pub const TARGET_INFO_LABELS: [&str; 9] = concat(&[
+    &["target"],
+    &TARGET_INFO_FROM_SERVER,
+    &TARGET_INFO_FROM_CONFIG,
+]);
+
+/// The label lists `parts`, one after the other (`N` must be their total length).
+const fn concat<const N: usize>(parts: &[&[&'static str]]) -> [&'static str; N] {
+    let mut out = [""; N];
+    let (mut i, mut p) = (0, 0);
+    while p < parts.len() {
+        let mut j = 0;
+        while j < parts[p].len() {
+            out[i] = parts[p][j];
+            i += 1;
+            j += 1;
+        }
+        p += 1;
+    }
+    assert!(i == N, "N is the total length of the parts");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_info_labels_are_target_then_server_then_config() {
+        assert_eq!(
+            TARGET_INFO_LABELS,
+            [
+                "target",
+                "model",
+                "server",
+                "server_version",
+                "gpu",
+                "driver",
+                "gpu_memory",
+                "os",
+                "via_gateway"
+            ]
+        );
+    }
+
+    #[test]
+    fn sweep_results_name_success_and_failure() {
+        assert_eq!(sweep_result(true), "ok");
+        assert_eq!(sweep_result(false), "failed");
+    }
+}

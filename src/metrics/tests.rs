@@ -1,0 +1,878 @@
+//! Unit tests of [`Metrics`] through its public methods and the text it encodes.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use prometheus::Registry;
+
+use super::results::sanitize_label_name;
+use super::*;
+use crate::stats::report::{Capacity, LevelSummary, SideSummary, WorkloadReport};
+use crate::stats::report::{PairReport, Percentiles, SweepReport};
+use crate::stats::sample::TokenSource;
+use crate::stats::sample::{Outcome, Sample};
+use std::time::Duration;
+
+type Series = (String, BTreeMap<String, String>, f64);
+
+/// Parses the exposition text into (name, labels, value), unescaping values.
+fn parse(text: &str) -> Vec<Series> {
+    let mut out = Vec::new();
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let (series, value) = line.rsplit_once(' ').expect("sample line");
+        let value: f64 = value.parse().expect("value");
+        let (name, mut rest) = match series.split_once('{') {
+            Some((n, r)) => (n.to_string(), r),
+            None => (series.to_string(), ""),
+        };
+        let mut labels = BTreeMap::new();
+        while let Some((lname, r)) = rest.split_once("=\"") {
+            let mut v = String::new();
+            let mut chars = r.char_indices();
+            let mut end = r.len();
+            while let Some((i, c)) = chars.next() {
+                match c {
+                    '\\' => match chars.next() {
+                        Some((_, 'n')) => v.push('\n'),
+                        Some((_, c)) => v.push(c),
+                        None => {}
+                    },
+                    '"' => {
+                        end = i;
+                        break;
+                    }
+                    c => v.push(c),
+                }
+            }
+            labels.insert(lname.trim_start_matches(',').to_string(), v);
+            rest = &r[end + 1..];
+        }
+        out.push((name, labels, value));
+    }
+    out
+}
+
+/// Value of the series with exactly these labels.
+fn get(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let want: BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    parse(text)
+        .into_iter()
+        .find(|(n, l, _)| n == name && *l == want)
+        .map(|(_, _, v)| v)
+}
+
+/// Number of series of `name` whose labels include `labels`.
+fn count(text: &str, name: &str, labels: &[(&str, &str)]) -> usize {
+    parse(text)
+        .into_iter()
+        .filter(|(n, l, _)| {
+            n == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))
+        })
+        .count()
+}
+
+fn pct(count: usize, base: f64) -> Percentiles {
+    Percentiles {
+        count,
+        p50: Some(base),
+        p95: Some(base * 2.0),
+        p99: Some(base * 3.0),
+    }
+}
+
+fn level(concurrency: u32) -> LevelSummary {
+    let c = f64::from(concurrency);
+    let mut outcomes = BTreeMap::new();
+    outcomes.insert("ok", 10);
+    outcomes.insert("shed", 2);
+    LevelSummary {
+        concurrency,
+        requests: 12,
+        outcomes,
+        shed_ratio: 2.0 / 12.0,
+        error_ratio: 0.0,
+        ttft_seconds: pct(10, 0.1 * c),
+        latency_seconds: pct(10, 2.0 * c),
+        inter_token_latency_seconds: pct(500, 0.01 * c),
+        generation_tokens_per_second: pct(10, 50.0 / c),
+        throughput_tokens_per_second: 40.0 * c,
+        output_tokens: 2560,
+        prompt_tokens: 300,
+        cached_prompt_tokens: 0,
+        wall_seconds: 10.0,
+        token_source: "usage",
+        tokens_per_content_chunk: None,
+        streams_without_finish_reason: 0,
+        error_examples: Default::default(),
+        decision_latency_seconds: pct(12, 2.0 * c),
+        achieved_concurrency: c,
+        littles_law_concurrency: c,
+        kept_concurrency: true,
+        new_connections: 0,
+        connect_seconds: Default::default(),
+        usage_disagreements: 0,
+        within_slo: true,
+    }
+}
+
+fn workload(name: &str, levels: &[u32]) -> WorkloadReport {
+    WorkloadReport {
+        workload: name.to_string(),
+        levels: levels.iter().map(|c| level(*c)).collect(),
+        capacity: Capacity {
+            knee_concurrency: levels.last().copied().unwrap_or(0),
+            throughput_tokens_per_second: 123.0,
+            recommended_max_in_flight: 3,
+            saturation_concurrency: Some(4),
+            saturated_before_knee: false,
+            stopped_because: None,
+            knee_is_lower_bound: true,
+        },
+    }
+}
+
+fn report(target: &str, workloads: Vec<WorkloadReport>) -> SweepReport {
+    SweepReport {
+        target: target.to_string(),
+        model: "qwen".to_string(),
+        success: true,
+        error: None,
+        duration_seconds: 60.0,
+        finished_at_unix_seconds: 1_700_000_000.0,
+        setup: Default::default(),
+        output_limit: Default::default(),
+        workloads,
+    }
+}
+
+fn pair_report(pair: &str, latency: Percentiles, ttft: Percentiles) -> PairReport {
+    let side = |target: &str| SideSummary {
+        target: target.to_string(),
+        requests: 30,
+        outcomes: BTreeMap::new(),
+        latency_seconds: pct(30, 0.001),
+        ttft_seconds: pct(30, 0.0005),
+        first_error: None,
+    };
+    PairReport {
+        pair: pair.to_string(),
+        workload: "chat".to_string(),
+        concurrency: 1,
+        success: true,
+        error: None,
+        direct: side("direct"),
+        through: side("through"),
+        latency_overhead_seconds: latency,
+        ttft_overhead_seconds: ttft,
+        duration_seconds: 1.0,
+        finished_at_unix_seconds: 1_700_000_000.0,
+    }
+}
+
+fn ok_sample() -> Sample {
+    Sample {
+        outcome: Outcome::Ok,
+        status: Some(200),
+        ttft: Some(Duration::from_millis(120)),
+        latency: Some(Duration::from_millis(1500)),
+        inter_token: vec![Duration::from_millis(10)],
+        output_tokens: 100,
+        token_source: TokenSource::Usage,
+        prompt_tokens: Some(40),
+        cached_prompt_tokens: None,
+        content_chunks: 100,
+        finish_reason_seen: true,
+        error: None,
+        elapsed: Duration::from_millis(1500),
+        connect: None,
+        usage_disagreed: false,
+    }
+}
+
+fn metrics() -> Metrics {
+    Metrics::new(&Registry::new()).expect("metrics")
+}
+
+const W1C1: [(&str, &str); 4] = [
+    ("target", "w1"),
+    ("model", "qwen"),
+    ("workload", "chat"),
+    ("concurrency", "1"),
+];
+
+fn with<'a>(base: &[(&'a str, &'a str)], more: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    base.iter().chain(more).copied().collect()
+}
+
+#[test]
+fn sweep_values_appear_with_their_labels() {
+    let m = metrics();
+    m.publish_sweep(&report("w1", vec![workload("chat", &[1, 2, 4])]));
+    let text = m.encode();
+
+    let ttft = |c: &str, p: &str| {
+        get(
+            &text,
+            "llmprobe_sweep_ttft_seconds",
+            &[
+                ("target", "w1"),
+                ("model", "qwen"),
+                ("workload", "chat"),
+                ("concurrency", c),
+                ("percentile", p),
+            ],
+        )
+    };
+    assert_eq!(ttft("1", "50"), Some(0.1));
+    assert_eq!(ttft("2", "95"), Some(0.4));
+    assert_eq!(ttft("4", "99"), Some(1.2000000000000002));
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_sweep_latency_seconds",
+            &with(&W1C1, &[("percentile", "95")])
+        ),
+        Some(4.0)
+    );
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_sweep_generation_tokens_per_second",
+            &with(&W1C1, &[("percentile", "50")])
+        ),
+        Some(50.0)
+    );
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_sweep_inter_token_latency_seconds",
+            &with(&W1C1, &[("percentile", "50")])
+        ),
+        Some(0.01)
+    );
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_sweep_samples",
+            &with(&W1C1, &[("quantity", "inter_token_latency")])
+        ),
+        Some(500.0)
+    );
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_sweep_samples",
+            &with(&W1C1, &[("quantity", "generation_speed")])
+        ),
+        Some(10.0)
+    );
+    assert_eq!(
+        get(&text, "llmprobe_sweep_throughput_tokens_per_second", &W1C1),
+        Some(40.0)
+    );
+    assert_eq!(
+        get(&text, "llmprobe_sweep_shed_ratio", &W1C1),
+        Some(2.0 / 12.0)
+    );
+    assert_eq!(get(&text, "llmprobe_sweep_error_ratio", &W1C1), Some(0.0));
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_sweep_requests",
+            &with(&W1C1, &[("outcome", "shed")])
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_sweep_requests",
+            &with(&W1C1, &[("outcome", "timeout")])
+        ),
+        Some(0.0),
+        "every outcome is exported, zeros included"
+    );
+    assert_eq!(count(&text, "llmprobe_sweep_requests", &W1C1), 8);
+
+    let wl = [("target", "w1"), ("model", "qwen"), ("workload", "chat")];
+    assert_eq!(
+        get(&text, "llmprobe_capacity_knee_concurrency", &wl),
+        Some(4.0)
+    );
+    assert_eq!(
+        get(&text, "llmprobe_capacity_throughput_tokens_per_second", &wl),
+        Some(123.0)
+    );
+    assert_eq!(
+        get(&text, "llmprobe_recommended_max_in_flight", &wl),
+        Some(3.0)
+    );
+    assert_eq!(
+        get(&text, "llmprobe_capacity_saturation_concurrency", &wl),
+        Some(4.0)
+    );
+    let t = [("target", "w1")];
+    assert_eq!(get(&text, "llmprobe_sweep_success", &t), Some(1.0));
+    assert_eq!(
+        get(&text, "llmprobe_sweep_duration_seconds", &t),
+        Some(60.0)
+    );
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_sweep_last_completion_timestamp_seconds",
+            &t
+        ),
+        Some(1_700_000_000.0)
+    );
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_sweeps_total",
+            &[("target", "w1"), ("result", "ok")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_sweeps_total",
+            &[("target", "w1"), ("result", "failed")]
+        ),
+        Some(0.0)
+    );
+    for family in [
+        "llmprobe_sweep_ttft_seconds",
+        "llmprobe_sweep_samples",
+        "llmprobe_sweep_requests",
+        "llmprobe_capacity_knee_concurrency",
+        "llmprobe_sweep_success",
+    ] {
+        assert!(
+            text.contains(&format!("# HELP {family} ")),
+            "{family} has HELP"
+        );
+        assert!(
+            text.contains(&format!("# TYPE {family} gauge")),
+            "{family} is a gauge"
+        );
+    }
+}
+
+#[test]
+fn a_new_report_replaces_the_old_one_as_a_whole() {
+    let m = metrics();
+    m.publish_sweep(&report(
+        "w1",
+        vec![workload("chat", &[1, 2, 4, 8]), workload("docs", &[1, 2])],
+    ));
+    m.publish_sweep(&report("w2", vec![workload("chat", &[1])]));
+    let before = m.encode();
+    assert_eq!(
+        count(&before, "llmprobe_sweep_ttft_seconds", &[("target", "w1")]),
+        18
+    );
+
+    let mut second = report("w1", vec![workload("chat", &[1, 2])]);
+    second.workloads[0].capacity.saturation_concurrency = None;
+    second.finished_at_unix_seconds = 1_700_000_900.0;
+    m.publish_sweep(&second);
+    let text = m.encode();
+
+    let w1 = [("target", "w1")];
+    assert_eq!(count(&text, "llmprobe_sweep_ttft_seconds", &w1), 6);
+    assert_eq!(
+        count(
+            &text,
+            "llmprobe_sweep_latency_seconds",
+            &[("target", "w1"), ("concurrency", "8")]
+        ),
+        0
+    );
+    for family in [
+        "llmprobe_sweep_requests",
+        "llmprobe_sweep_samples",
+        "llmprobe_sweep_throughput_tokens_per_second",
+        "llmprobe_capacity_knee_concurrency",
+        "llmprobe_recommended_max_in_flight",
+    ] {
+        assert_eq!(
+            count(&text, family, &[("target", "w1"), ("workload", "docs")]),
+            0,
+            "{family}: workload docs is gone"
+        );
+    }
+    assert_eq!(
+        count(&text, "llmprobe_capacity_saturation_concurrency", &w1),
+        0
+    );
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_sweep_last_completion_timestamp_seconds",
+            &w1
+        ),
+        Some(1_700_000_900.0)
+    );
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_sweeps_total",
+            &[("target", "w1"), ("result", "ok")]
+        ),
+        Some(2.0)
+    );
+    // The other target is untouched.
+    assert_eq!(
+        count(&text, "llmprobe_sweep_ttft_seconds", &[("target", "w2")]),
+        3
+    );
+}
+
+#[test]
+fn results_are_rendered_again_only_after_a_change() {
+    let m = metrics();
+    m.publish_sweep(&report("w1", vec![workload("chat", &[1, 2])]));
+    let first = m.results.text();
+    assert!(Arc::ptr_eq(&first, &m.results.text()), "nothing changed");
+    m.publish_pair(&pair_report("gw", pct(30, 0.002), Percentiles::default()));
+    let second = m.results.text();
+    assert!(!Arc::ptr_eq(&first, &second));
+    assert!(second.contains("llmprobe_gateway_overhead_seconds{"));
+    m.forget_pair("gw");
+    assert!(!m.encode().contains("llmprobe_gateway_overhead_seconds{"));
+}
+
+#[test]
+fn a_failed_sweep_keeps_the_last_results_and_reports_failure() {
+    let m = metrics();
+    m.publish_sweep(&report("w1", vec![workload("chat", &[1, 2])]));
+    let mut failed = report("w1", vec![workload("chat", &[1])]);
+    failed.success = false;
+    failed.error = Some("connection refused".to_string());
+    failed.duration_seconds = 5.0;
+    failed.finished_at_unix_seconds = 1_700_009_999.0;
+    failed.workloads[0].capacity.knee_concurrency = 0;
+    m.publish_sweep(&failed);
+    let text = m.encode();
+
+    let t = [("target", "w1")];
+    assert_eq!(get(&text, "llmprobe_sweep_success", &t), Some(0.0));
+    assert_eq!(get(&text, "llmprobe_sweep_duration_seconds", &t), Some(5.0));
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_sweep_last_completion_timestamp_seconds",
+            &t
+        ),
+        Some(1_700_000_000.0)
+    );
+    assert_eq!(count(&text, "llmprobe_sweep_ttft_seconds", &t), 6);
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_capacity_knee_concurrency",
+            &[("target", "w1"), ("model", "qwen"), ("workload", "chat")]
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_sweeps_total",
+            &[("target", "w1"), ("result", "failed")]
+        ),
+        Some(1.0)
+    );
+    assert!(
+        !text.contains("connection refused"),
+        "errors never become labels"
+    );
+}
+
+#[test]
+fn a_failed_first_sweep_exports_only_success_and_duration() {
+    let m = metrics();
+    let mut failed = report("w1", vec![workload("chat", &[1])]);
+    failed.success = false;
+    m.publish_sweep(&failed);
+    let text = m.encode();
+    assert_eq!(
+        get(&text, "llmprobe_sweep_success", &[("target", "w1")]),
+        Some(0.0)
+    );
+    assert_eq!(
+        count(
+            &text,
+            "llmprobe_sweep_last_completion_timestamp_seconds",
+            &[]
+        ),
+        0
+    );
+    assert_eq!(count(&text, "llmprobe_sweep_ttft_seconds", &[]), 0);
+    assert_eq!(count(&text, "llmprobe_capacity_knee_concurrency", &[]), 0);
+}
+
+#[test]
+fn forget_target_removes_every_series_of_the_target() {
+    let m = metrics();
+    for target in ["w1", "w2"] {
+        m.publish_sweep(&report(target, vec![workload("chat", &[1, 2])]));
+        m.observe_request(target, "qwen", "chat", &ok_sample());
+        m.observe_request(
+            target,
+            "qwen",
+            "chat",
+            &Sample::failed(Outcome::Shed, Some(503), "busy"),
+        );
+        m.set_target_info(target, &[("gpu".to_string(), "L40S".to_string())]);
+        m.sweep_postponed(target);
+    }
+    m.forget_target("w1");
+    let text = m.encode();
+
+    let leftovers: Vec<String> = parse(&text)
+        .into_iter()
+        .filter(|(_, l, _)| l.get("target").map(String::as_str) == Some("w1"))
+        .map(|(n, l, _)| format!("{n}{l:?}"))
+        .collect();
+    assert!(leftovers.is_empty(), "left over: {leftovers:?}");
+    assert_eq!(
+        count(&text, "llmprobe_sweep_ttft_seconds", &[("target", "w2")]),
+        6
+    );
+    assert_eq!(
+        count(&text, "llmprobe_requests_total", &[("target", "w2")]),
+        8
+    );
+    assert_eq!(count(&text, "llmprobe_target_info", &[("target", "w2")]), 1);
+    assert_eq!(
+        count(
+            &text,
+            "llmprobe_sweeps_postponed_total",
+            &[("target", "w2")]
+        ),
+        1
+    );
+
+    // A target added again starts from zero.
+    m.observe_request("w1", "qwen", "chat", &ok_sample());
+    let text = m.encode();
+    let ok = [
+        ("target", "w1"),
+        ("model", "qwen"),
+        ("workload", "chat"),
+        ("outcome", "ok"),
+    ];
+    assert_eq!(get(&text, "llmprobe_requests_total", &ok), Some(1.0));
+}
+
+#[test]
+fn a_percentile_without_samples_is_omitted() {
+    let m = metrics();
+    let mut r = report("w1", vec![workload("chat", &[1])]);
+    let l = &mut r.workloads[0].levels[0];
+    l.ttft_seconds = Percentiles::default();
+    l.generation_tokens_per_second = Percentiles {
+        count: 1,
+        p50: Some(7.0),
+        p95: None,
+        p99: None,
+    };
+    m.publish_sweep(&r);
+    let text = m.encode();
+    assert_eq!(count(&text, "llmprobe_sweep_ttft_seconds", &[]), 0);
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_sweep_samples",
+            &with(&W1C1, &[("quantity", "ttft")])
+        ),
+        Some(0.0)
+    );
+    assert_eq!(
+        count(&text, "llmprobe_sweep_generation_tokens_per_second", &[]),
+        1
+    );
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_sweep_generation_tokens_per_second",
+            &with(&W1C1, &[("percentile", "50")])
+        ),
+        Some(7.0)
+    );
+    assert_eq!(count(&text, "llmprobe_sweep_latency_seconds", &[]), 3);
+}
+
+#[test]
+fn requests_count_by_outcome_and_only_ok_ones_feed_latency() {
+    let m = metrics();
+    m.observe_request("w1", "qwen", "chat", &ok_sample());
+    m.observe_request(
+        "w1",
+        "qwen",
+        "chat",
+        &Sample::failed(Outcome::Timeout, None, "timed out"),
+    );
+    let mut partial = ok_sample();
+    partial.outcome = Outcome::ProtocolError;
+    m.observe_request("w1", "qwen", "chat", &partial);
+    let text = m.encode();
+
+    let base = [("target", "w1"), ("model", "qwen"), ("workload", "chat")];
+    let outcome = |o: &'static str| {
+        get(
+            &text,
+            "llmprobe_requests_total",
+            &with(&base, &[("outcome", o)]),
+        )
+    };
+    assert_eq!(outcome("ok"), Some(1.0));
+    assert_eq!(outcome("timeout"), Some(1.0));
+    assert_eq!(outcome("protocol_error"), Some(1.0));
+    assert_eq!(
+        outcome("cancelled"),
+        Some(0.0),
+        "all outcomes start at zero"
+    );
+    assert_eq!(
+        get(&text, "llmprobe_request_duration_seconds_count", &base),
+        Some(1.0)
+    );
+    assert_eq!(
+        get(&text, "llmprobe_request_duration_seconds_sum", &base),
+        Some(1.5)
+    );
+    assert_eq!(
+        get(&text, "llmprobe_request_ttft_seconds_count", &base),
+        Some(1.0)
+    );
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_request_ttft_seconds_bucket",
+            &with(&base, &[("le", "0.25")])
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_request_ttft_seconds_bucket",
+            &with(&base, &[("le", "0.1")])
+        ),
+        Some(0.0)
+    );
+    assert_eq!(
+        get(&text, "llmprobe_output_tokens_total", &base),
+        Some(100.0)
+    );
+    assert_eq!(
+        get(&text, "llmprobe_prompt_tokens_total", &base),
+        Some(40.0)
+    );
+}
+
+#[test]
+fn target_info_is_replaced_and_its_label_names_sanitised() {
+    let m = metrics();
+    let s = |a: &str, b: &str| (a.to_string(), b.to_string());
+    m.set_target_info("w1", &[s("gpu", "A100"), s("rack-id", "r1")]);
+    m.set_target_info(
+        "w1",
+        &[
+            s("gpu", "L40S"),
+            s("gpu", "H100"),
+            s("9zone", "eu"),
+            s("__meta", "x"),
+            s("target", "evil"),
+            s("-", "dropped"),
+            s("model", "qwen"),
+        ],
+    );
+    let text = m.encode();
+    assert_eq!(count(&text, "llmprobe_target_info", &[]), 1);
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_target_info",
+            &[
+                ("target", "w1"),
+                ("model", "qwen"),
+                ("server", ""),
+                ("server_version", ""),
+                ("gpu", "H100"),
+                ("driver", ""),
+                ("gpu_memory", ""),
+                ("os", ""),
+                ("via_gateway", ""),
+                ("_9zone", "eu"),
+                ("_meta", "x"),
+            ]
+        ),
+        Some(1.0)
+    );
+}
+
+#[test]
+fn label_names_are_sanitised() {
+    assert_eq!(sanitize_label_name("gpu").as_deref(), Some("gpu"));
+    assert_eq!(
+        sanitize_label_name("gpu-memory.total").as_deref(),
+        Some("gpu_memory_total")
+    );
+    assert_eq!(sanitize_label_name("1x").as_deref(), Some("_1x"));
+    assert_eq!(sanitize_label_name("__name__").as_deref(), Some("_name__"));
+    assert_eq!(sanitize_label_name("zoné").as_deref(), Some("zon_"));
+    assert_eq!(sanitize_label_name("").as_deref(), None);
+    assert_eq!(sanitize_label_name("__").as_deref(), None);
+}
+
+#[test]
+fn gateway_overhead_is_published_and_forgotten() {
+    let m = metrics();
+    let no_samples = Percentiles {
+        count: 0,
+        ..Percentiles::default()
+    };
+    m.publish_pair(&pair_report("gw", pct(30, 0.002), no_samples));
+    m.publish_pair(&pair_report("other", pct(30, 0.001), no_samples));
+    let text = m.encode();
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_gateway_overhead_seconds",
+            &[
+                ("pair", "gw"),
+                ("quantity", "latency"),
+                ("percentile", "95")
+            ]
+        ),
+        Some(0.004)
+    );
+    assert_eq!(
+        count(
+            &text,
+            "llmprobe_gateway_overhead_seconds",
+            &[("quantity", "ttft")]
+        ),
+        0
+    );
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_gateway_overhead_samples",
+            &[("pair", "gw"), ("quantity", "ttft")]
+        ),
+        Some(0.0)
+    );
+    m.forget_pair("gw");
+    let text = m.encode();
+    assert_eq!(
+        count(
+            &text,
+            "llmprobe_gateway_overhead_seconds",
+            &[("pair", "gw")]
+        ),
+        0
+    );
+    assert_eq!(
+        count(
+            &text,
+            "llmprobe_gateway_overhead_samples",
+            &[("pair", "gw")]
+        ),
+        0
+    );
+    assert_eq!(
+        count(
+            &text,
+            "llmprobe_gateway_overhead_seconds",
+            &[("pair", "other")]
+        ),
+        3
+    );
+}
+
+#[test]
+fn self_metrics_are_exported() {
+    let m = metrics();
+    let a = m.request_in_flight();
+    let b = m.request_in_flight();
+    assert_eq!(
+        get(&m.encode(), "llmprobe_in_flight_requests", &[]),
+        Some(2.0)
+    );
+    drop(a);
+    drop(b);
+    m.config_reloaded(false);
+    let text = m.encode();
+    assert_eq!(get(&text, "llmprobe_in_flight_requests", &[]), Some(0.0));
+    assert_eq!(
+        get(&text, "llmprobe_config_last_reload_successful", &[]),
+        Some(0.0)
+    );
+    assert!(
+        get(
+            &text,
+            "llmprobe_config_last_reload_success_timestamp_seconds",
+            &[]
+        )
+        .unwrap_or(0.0)
+            > 1.6e9
+    );
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_build_info",
+            &[("version", env!("CARGO_PKG_VERSION"))]
+        ),
+        Some(1.0)
+    );
+    #[cfg(target_os = "linux")]
+    assert!(text.contains("process_resident_memory_bytes"));
+}
+
+#[test]
+fn sweep_counters_start_at_zero_with_the_target() {
+    let m = metrics();
+    m.target_started("w1");
+    let text = m.encode();
+    for (name, labels) in [
+        (
+            "llmprobe_sweeps_total",
+            &[("target", "w1"), ("result", "ok")][..],
+        ),
+        (
+            "llmprobe_sweeps_total",
+            &[("target", "w1"), ("result", "failed")][..],
+        ),
+        ("llmprobe_sweeps_postponed_total", &[("target", "w1")][..]),
+    ] {
+        assert_eq!(get(&text, name, labels), Some(0.0), "{name} {labels:?}");
+    }
+    m.forget_target("w1");
+    assert!(!m.encode().contains("target=\"w1\""));
+}
+
+#[test]
+fn two_metrics_can_live_side_by_side() {
+    // No global registry: tests and reloads may build several.
+    let a = metrics();
+    let b = metrics();
+    a.sweep_postponed("w1");
+    assert_eq!(
+        count(&b.encode(), "llmprobe_sweeps_postponed_total", &[]),
+        0
+    );
+}

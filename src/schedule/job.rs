@@ -1,0 +1,244 @@
+//! What one loop of the schedule does, for either kind of job: wait for its
+//! stagger offset, reach its endpoints, then measure, publish and wait a
+//! jittered interval, until cancelled. A target's loop sweeps it (behind its
+//! idle gate); a gateway pair's loop measures the pair interleaved.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{GatewayPair, Schedule, Target};
+use crate::metrics::Metrics;
+use crate::schedule::endpoint::{self, Reachable};
+use crate::schedule::idle_gate::{self, IdleGate};
+use crate::schedule::{jittered, log, Statuses};
+use crate::stats::report::{PairReport, SweepReport, TargetStatus};
+use crate::sweep::{self, interleaved, SweepEnv};
+
+/// What one loop measures. Equal jobs measure alike: a reload keeps the
+/// loops whose job it did not change.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Job {
+    /// Sweeps of one target.
+    Target(Arc<Target>),
+    /// Interleaved measurements of a gateway pair, with its two targets.
+    Pair {
+        /// The pair.
+        pair: GatewayPair,
+        /// Its direct target.
+        direct: Arc<Target>,
+        /// Its through-the-gateway target.
+        through: Arc<Target>,
+    },
+}
+
+/// A job with its endpoints reached, held for the loop's lifetime
+/// (dropping it stops a simulated engine started for the job).
+enum Reached<'a> {
+    Target(&'a Arc<Target>, Reachable),
+    Pair {
+        pair: &'a GatewayPair,
+        direct: (&'a Arc<Target>, Reachable),
+        through: (&'a Arc<Target>, Reachable),
+    },
+}
+
+/// What one round of a job measured.
+enum Measured<'a> {
+    Sweep(&'a Target, SweepReport),
+    // Boxed: a pair report is twice a sweep report's size on the stack.
+    Pair(Box<PairReport>),
+}
+
+/// What every loop publishes to.
+#[derive(Clone)]
+pub(crate) struct Outputs {
+    /// Every exported metric.
+    pub metrics: Arc<Metrics>,
+    /// What the index page shows.
+    pub statuses: Statuses,
+}
+
+/// Runs `job` every interval of `schedule`, starting after `offset`, until
+/// `env.cancel` fires.
+pub(crate) async fn run(
+    job: Job,
+    env: SweepEnv,
+    schedule: Schedule,
+    offset: Duration,
+    out: Outputs,
+) {
+    let cancel = env.cancel.clone();
+    if cancel.is_cancelled() {
+        return;
+    }
+    job.announce(&out);
+    tokio::select! {
+        _ = tokio::time::sleep(offset) => {}
+        _ = cancel.cancelled() => return,
+    }
+    let Some(reached) = job.reach().await else {
+        return;
+    };
+    job.started(&out);
+    loop {
+        if !job.may_start(&env, &out, &cancel).await {
+            break;
+        }
+        let measured = reached.measure(&env, schedule.sweep_timeout).await;
+        if cancel.is_cancelled() {
+            break;
+        }
+        measured.publish(&out);
+        let wait = jittered(schedule.interval, schedule.jitter, fastrand::f64());
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = cancel.cancelled() => break,
+        }
+    }
+}
+
+impl Job {
+    /// Resolves the job's endpoints, starting simulated engines; None (and
+    /// logged) when one cannot be reached.
+    async fn reach(&self) -> Option<Reached<'_>> {
+        match self {
+            Job::Target(target) => match endpoint::reach(target).await {
+                Ok(r) => Some(Reached::Target(target, r)),
+                Err(e) => {
+                    tracing::error!(target_name = %target.name, error = %e, "cannot reach target");
+                    None
+                }
+            },
+            Job::Pair {
+                pair,
+                direct,
+                through,
+            } => match (
+                endpoint::reach(direct).await,
+                endpoint::reach(through).await,
+            ) {
+                (Ok(d), Ok(t)) => Some(Reached::Pair {
+                    pair,
+                    direct: (direct, d),
+                    through: (through, t),
+                }),
+                (Err(e), _) | (_, Err(e)) => {
+                    tracing::error!(pair = %pair.name, error = %e, "cannot reach a target of the gateway pair");
+                    None
+                }
+            },
+        }
+    }
+
+    /// Shows a target on the index page before its first sweep.
+    fn announce(&self, out: &Outputs) {
+        if let Job::Target(target) = self {
+            out.statuses
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(target.name.clone())
+                .or_insert_with(|| TargetStatus::new(&target.name, &target.model))
+                .model = target.model.clone();
+        }
+    }
+
+    /// Exports what is known before the first round.
+    fn started(&self, out: &Outputs) {
+        if let Job::Target(target) = self {
+            out.metrics.describe_target(target, &Default::default());
+            out.metrics.target_started(&target.name);
+        }
+    }
+
+    /// Waits while a target's server reports more work than its idle gate
+    /// allows; false when cancelled meanwhile.
+    async fn may_start(&self, env: &SweepEnv, out: &Outputs, cancel: &CancellationToken) -> bool {
+        match self {
+            Job::Target(target) => match &target.idle_gate {
+                Some(gate) => wait_until_idle(env, target, gate, &out.metrics, cancel).await,
+                None => true,
+            },
+            Job::Pair { .. } => true,
+        }
+    }
+}
+
+impl Reached<'_> {
+    /// One round: a sweep of the target, or one measurement of the pair.
+    async fn measure(&self, env: &SweepEnv, time_limit: Duration) -> Measured<'_> {
+        match self {
+            Reached::Target(target, at) => Measured::Sweep(
+                target,
+                sweep::run(env, target, &at.base_url, time_limit).await,
+            ),
+            Reached::Pair {
+                pair,
+                direct,
+                through,
+            } => Measured::Pair(Box::new(
+                interleaved::measure(
+                    env,
+                    pair,
+                    (direct.0, &direct.1.base_url),
+                    (through.0, &through.1.base_url),
+                    time_limit,
+                )
+                .await,
+            )),
+        }
+    }
+}
+
+impl Measured<'_> {
+    /// Logs and exports a finished round.
+    fn publish(&self, out: &Outputs) {
+        match self {
+            Measured::Sweep(target, report) => {
+                log::sweep(report);
+                out.metrics.describe_target(target, &report.setup);
+                out.metrics.publish_sweep(report);
+                out.statuses
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry(target.name.clone())
+                    .or_insert_with(|| TargetStatus::new(&target.name, &target.model))
+                    .record(report);
+            }
+            Measured::Pair(report) => {
+                log::pair(report);
+                out.metrics.publish_pair(report);
+            }
+        }
+    }
+}
+
+/// Waits while the server reports more work than the gate allows; false
+/// when cancelled meanwhile. A gate that cannot be read does not block the
+/// sweep (a server without metrics must still be measured), but says so.
+async fn wait_until_idle(
+    env: &SweepEnv,
+    target: &Target,
+    gate: &IdleGate,
+    metrics: &Metrics,
+    cancel: &CancellationToken,
+) -> bool {
+    loop {
+        match idle_gate::read(&env.client, gate).await {
+            Ok(v) if v <= gate.max_value => return true,
+            Ok(v) => {
+                metrics.sweep_postponed(&target.name);
+                tracing::info!(target_name = %target.name, metric = %gate.metric, value = v, "server busy: sweep postponed");
+            }
+            Err(e) => {
+                tracing::warn!(target_name = %target.name, error = %e, "idle gate unreadable: sweeping anyway");
+                return true;
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(gate.retry_every) => {}
+            _ = cancel.cancelled() => return false,
+        }
+    }
+}
