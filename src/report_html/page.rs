@@ -283,7 +283,8 @@ fn verdict(w: &WorkloadReport) -> String {
     let knee = if c.knee_concurrency == 0 {
         "none".to_string()
     } else {
-        c.knee_concurrency.to_string()
+        // "≥ 32" when no measured level broke the SLO.
+        terminal::knee(c)
     };
     let _ = write!(
         out,

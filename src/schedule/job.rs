@@ -147,7 +147,10 @@ impl Job {
     /// Exports what is known before the first round.
     fn started(&self, out: &Outputs) {
         if let Job::Target(target) = self {
-            out.metrics.describe_target(target, &Default::default());
+            // The configured output-limit field; found at the first sweep otherwise.
+            let field = target.max_tokens_field.map_or("", |f| f.as_str());
+            out.metrics
+                .describe_target(target, &Default::default(), field);
             out.metrics.target_started(&target.name);
         }
     }
@@ -197,7 +200,8 @@ impl Measured<'_> {
         match self {
             Measured::Sweep(target, report) => {
                 log::sweep(report);
-                out.metrics.describe_target(target, &report.setup);
+                out.metrics
+                    .describe_target(target, &report.setup, &report.output_limit.field);
                 out.metrics.publish_sweep(report);
                 out.statuses
                     .write()
