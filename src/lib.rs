@@ -357,14 +357,31 @@ pub fn explain(config: &Config) -> String {
             t.slo.max_error_ratio,
             t.headroom
         );
+        let _ = writeln!(
+            out,
+            "  output limit: {}",
+            match t.max_tokens_field {
+                Some(f) => format!("sent as `{}` (configured)", f.as_str()),
+                None =>
+                    "sent as `max_completion_tokens`, checked at warm-up (`max_tokens`, then both, \
+                         if the server does not honour it); set max_tokens_field to skip the check"
+                        .to_string(),
+            }
+        );
         for w in &t.workloads {
             let _ = writeln!(
                 out,
-                "  workload {}: {} prompts, max {} output tokens, temperature {}",
+                "  workload {}: {} prompts, max {} output tokens, temperature {}, prefix cache: {}",
                 w.name,
                 w.prompts.len(),
                 w.max_completion_tokens,
-                w.temperature
+                w.temperature,
+                match w.prefix_cache {
+                    config::PrefixCache::Unique => "unique (a new marker starts every prompt)",
+                    config::PrefixCache::Shared => "shared (prompts sent as written)",
+                    config::PrefixCache::SharedSystemPrompt =>
+                        "shared system prompt (a new marker starts the first message after it)",
+                }
             );
         }
     }

@@ -502,3 +502,57 @@ targets:
     assert!(system.cached_prompt_tokens >= 6 * 1900);
     assert!(system.cached_prompt_tokens < system.prompt_tokens);
 }
+
+// --- What the knee is --------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_knee_no_level_broke_is_a_lower_bound_and_says_why_the_climb_ended() {
+    // The tiny engine sheds above 8; max_concurrency stops the climb at 2.
+    let yaml = r#"
+listen: "127.0.0.1:0"
+defaults:
+  workload: chat
+  warmup_requests: 1
+  levels: [1, 2, 4, 8]
+  requests_per_level: 4
+  min_requests_per_level: 1
+workloads:
+  chat: { max_completion_tokens: 8, prompts: ["hi"] }
+targets:
+  - name: sim
+    simulator: { profile: tiny }
+    max_concurrency: 2
+"#;
+    let cfg = config::load(&write_config(yaml)).unwrap_or_else(|e| panic!("{e}"));
+    let r = llmprobe::sweep_once(&cfg, &[], false)
+        .await
+        .unwrap()
+        .remove(0);
+    let c = &r.workloads[0].capacity;
+    assert_eq!(c.knee_concurrency, 2);
+    assert!(c.knee_is_lower_bound);
+    let why = c.stopped_because.as_deref().unwrap_or("");
+    assert!(why.contains("max_concurrency (2)"), "{why}");
+    let table = llmprobe::terminal::table(std::slice::from_ref(&r));
+    assert!(table.contains("knee: ≥ 2 "), "{table}");
+    let json: serde_json::Value = serde_json::from_str(&llmprobe::terminal::json(&[r])).unwrap();
+    let capacity = &json["targets"][0]["workloads"][0]["capacity"];
+    assert_eq!(capacity["knee_is_lower_bound"], true);
+    let level = &json["targets"][0]["workloads"][0]["levels"][1];
+    for field in [
+        "achieved_concurrency",
+        "littles_law_concurrency",
+        "kept_concurrency",
+        "decision_latency_seconds",
+        "new_connections",
+        "connect_seconds",
+        "usage_disagreements",
+        "cached_prompt_tokens",
+    ] {
+        assert!(!level[field].is_null(), "{field} in the JSON");
+    }
+    assert_eq!(
+        json["targets"][0]["output_limit"]["field"],
+        "max_completion_tokens"
+    );
+}

@@ -520,6 +520,9 @@ pub struct Target {
     pub max_tokens_field: Option<MaxTokensField>,
     /// Postpone sweeps while the server is busy.
     pub idle_gate: Option<crate::schedule::idle_gate::IdleGate>,
+    /// `max_concurrency`, when it left configured levels out (the climb
+    /// then stops there, and the result says so).
+    pub capped_by_max_concurrency: Option<u32>,
 }
 
 /// A fully resolved workload.
@@ -1166,9 +1169,13 @@ pub(crate) fn resolve_target(
         );
     }
     let max_concurrency = o.max_concurrency.or(d.max_concurrency);
+    let mut capped_by_max_concurrency = None;
     if let Some(max) = max_concurrency {
         if max == 0 {
             bad(&k("max_concurrency"), "must be at least 1".into());
+        }
+        if levels.iter().any(|&l| l > max) {
+            capped_by_max_concurrency = Some(max);
         }
         levels.retain(|&l| l <= max);
         if levels.is_empty() && max > 0 {
@@ -1289,6 +1296,7 @@ pub(crate) fn resolve_target(
         headroom,
         max_tokens_field,
         idle_gate,
+        capped_by_max_concurrency,
     })
 }
 

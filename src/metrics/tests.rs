@@ -876,3 +876,78 @@ fn two_metrics_can_live_side_by_side() {
         0
     );
 }
+
+#[test]
+fn achieved_concurrency_connections_and_the_lower_bound_are_exported() {
+    let m = metrics();
+    let mut r = report("w1", vec![workload("chat", &[1, 2])]);
+    let level = &mut r.workloads[0].levels[1];
+    level.achieved_concurrency = 1.5;
+    level.kept_concurrency = false;
+    level.new_connections = 2;
+    level.connect_seconds = pct(2, 0.004);
+    m.publish_sweep(&r);
+    let text = m.encode();
+    let c2 = with(&W1C1[..3], &[("concurrency", "2")]);
+    assert_eq!(
+        get(&text, "llmprobe_sweep_achieved_concurrency", &W1C1),
+        Some(1.0)
+    );
+    assert_eq!(
+        get(&text, "llmprobe_sweep_achieved_concurrency", &c2),
+        Some(1.5)
+    );
+    assert_eq!(get(&text, "llmprobe_sweep_new_connections", &c2), Some(2.0));
+    assert_eq!(
+        get(&text, "llmprobe_sweep_new_connections", &W1C1),
+        Some(0.0)
+    );
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_sweep_connect_seconds",
+            &with(&c2, &[("percentile", "50")])
+        ),
+        Some(0.004)
+    );
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_sweep_samples",
+            &with(&c2, &[("quantity", "connect")])
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        count(&text, "llmprobe_sweep_connect_seconds", &W1C1),
+        0,
+        "no percentiles without samples"
+    );
+    let wl = &W1C1[..3];
+    assert_eq!(
+        get(&text, "llmprobe_capacity_knee_lower_bound", wl),
+        Some(1.0)
+    );
+    r.workloads[0].capacity.knee_is_lower_bound = false;
+    m.publish_sweep(&r);
+    assert_eq!(
+        get(&m.encode(), "llmprobe_capacity_knee_lower_bound", wl),
+        Some(0.0)
+    );
+}
+
+#[test]
+fn target_info_says_which_field_carries_the_output_limit() {
+    let m = metrics();
+    let target = crate::config::load(std::path::Path::new("config/llmprobe.yaml"))
+        .expect("shipped config")
+        .targets[0]
+        .clone();
+    m.describe_target(&target, &Default::default(), "max_tokens");
+    let text = m.encode();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("llmprobe_target_info{"))
+        .unwrap();
+    assert!(line.contains("max_tokens_field=\"max_tokens\""), "{line}");
+}

@@ -332,6 +332,15 @@ async fn run_workload(
             break;
         }
     }
+    if let (None, Some(max), true) = (
+        &stopped_because,
+        target.capped_by_max_concurrency,
+        levels.len() == target.levels.len(),
+    ) {
+        stopped_because = Some(format!(
+            "the target's max_concurrency ({max}) was reached: higher configured levels are not sent to it"
+        ));
+    }
     let capacity = knee::capacity(&levels, target.headroom, stopped_because);
     WorkloadReport {
         workload: workload.name.clone(),
