@@ -48,6 +48,18 @@ pub fn config_path(given: Option<PathBuf>) -> PathBuf {
     given.unwrap_or_else(|| PathBuf::from(config::DEFAULT_PATH))
 }
 
+/// Loads the configuration at `path` with every check, the TLS files'
+/// included (which config alone cannot read): for `check-config`, the
+/// start and every reload.
+pub fn load_config(path: &Path) -> Result<Config, config::ConfigError> {
+    config::load_with(
+        path,
+        &config::Checks {
+            tls: http::exposure::check_tls,
+        },
+    )
+}
+
 /// Runs the daemon on `listener` until `shutdown` is cancelled. `config` was
 /// loaded from `path`, which reloads (SIGHUP, `POST /-/reload`, `reload`
 /// messages) read again.
@@ -58,6 +70,15 @@ pub async fn run(
     shutdown: CancellationToken,
     mut reload: mpsc::Receiver<signals::Signal>,
 ) -> anyhow::Result<()> {
+    // The web section's files, read before anything starts.
+    let auth =
+        http::exposure::BasicAuth::of(&config.web.basic_auth_users).map_err(anyhow::Error::msg)?;
+    let tls = match &config.web.tls {
+        Some(f) => {
+            Some(http::exposure::load_tls(&f.cert_file, &f.key_file).map_err(anyhow::Error::msg)?)
+        }
+        None => None,
+    };
     let registry = prometheus::Registry::new();
     let metrics = Arc::new(metrics::Metrics::new(&registry)?);
     let client = probe::client::Client::new(CONNECT_TIMEOUT).map_err(anyhow::Error::msg)?;
@@ -82,12 +103,10 @@ pub async fn run(
                 .collect()
         }),
     };
-    let auth = config.web.auth.clone();
     let app = http::router::router(state).layer(axum::middleware::from_fn(move |req, next| {
         http::exposure::require_auth(auth.clone(), req, next)
     }));
     let server_stop = shutdown.clone();
-    let tls = config.web.tls.clone();
     let http = tokio::spawn(async move {
         let stopped = async move { server_stop.cancelled().await };
         match tls {
@@ -170,7 +189,7 @@ fn reload_config(
     metrics: &metrics::Metrics,
 ) -> Result<(), String> {
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Reloading]);
-    let result = match config::load(path) {
+    let result = match load_config(path) {
         Ok(new) => {
             if new.listen != current.listen {
                 tracing::warn!(listen = %new.listen, "`listen` changes take effect only after a restart");
@@ -320,7 +339,7 @@ pub fn explain(config: &Config) -> String {
         } else {
             "plain HTTP"
         },
-        if config.web.auth.enabled() {
+        if !config.web.basic_auth_users.is_empty() {
             "basic auth required (except /healthz, /readyz)"
         } else {
             "no authentication"

@@ -68,7 +68,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let given_config = cli.config.clone();
     let path = llmprobe::config_path(cli.config);
     match cli.command.unwrap_or(Command::Run) {
-        Command::CheckConfig => match config::load(&path) {
+        Command::CheckConfig => match llmprobe::load_config(&path) {
             Ok(c) => {
                 print!("{}", llmprobe::explain(&c));
                 Ok(ExitCode::SUCCESS)
@@ -83,7 +83,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             format,
             output,
         } => {
-            let config = match config::load(&path) {
+            let config = match llmprobe::load_config(&path) {
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("{e}");
@@ -164,7 +164,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Run => {
-            let config = match config::load(&path) {
+            let config = match llmprobe::load_config(&path) {
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("{e}");

@@ -351,7 +351,10 @@ async fn a_target_reloaded_away_mid_sweep_leaves_no_series() {
         .text()
         .await
         .unwrap();
-    assert!(index.contains("<td>fresh</td>"), "{index}");
-    assert!(!index.contains("<td>slow</td>"), "{index}");
+    assert!(
+        index.contains("<a href=\"/targets/fresh\">fresh</a>"),
+        "{index}"
+    );
+    assert!(!index.contains("/targets/slow"), "{index}");
     d.stop().await;
 }

@@ -110,9 +110,6 @@ pub fn parse_jsonl(text: &str) -> Result<Vec<Prompt>, String> {
     Ok(prompts)
 }
 
-/// The instruction sent with each document of a `prompts_dir` by default.
-pub const DEFAULT_INSTRUCTION: &str = "Summarise this document.";
-
 /// Reads a folder of documents (sorted by file name, hidden files skipped):
 /// each becomes one prompt, the instruction followed by the document.
 pub fn load_dir(dir: &Path, instruction: &str) -> Result<Vec<Prompt>, String> {

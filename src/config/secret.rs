@@ -1,20 +1,21 @@
-//! A value that must never be printed: API keys.
+//! A value that must never be printed: API keys, password hashes.
 
 use std::fmt;
 
-/// An API key. `Debug` shows `[redacted]`; there is no `Display` and no
-/// `Serialize`, so it cannot reach a log line, a label or a JSON document by
-/// accident. Only the client reads it, with [`Secret::expose`].
+/// An API key or a password hash. `Debug` shows `[redacted]`; there is no
+/// `Display` and no `Serialize`, so it cannot reach a log line, a label or a
+/// JSON document by accident. Only the client (the key) and the HTTP auth
+/// check (the hash) read it, with [`Secret::expose`].
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
 
 impl Secret {
-    /// Wraps a key.
+    /// Wraps a secret.
     pub fn new(value: String) -> Self {
         Secret(value)
     }
 
-    /// The key itself, for the Authorization header only.
+    /// The value itself, for the Authorization header or the auth check only.
     pub fn expose(&self) -> &str {
         &self.0
     }

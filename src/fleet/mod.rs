@@ -10,47 +10,21 @@
 pub mod file_sd;
 pub mod shard;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fmt::Write;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::config::{Config, Env, FileConfig, ProcessEnv, Target, Workload};
+use crate::config::{Config, ProcessEnv, Target};
 use crate::metrics::FleetMetrics;
-use file_sd::{FileSdConfig, Watcher};
-use shard::Shard;
+use file_sd::Watcher;
 
 /// `source` label of a target written under `targets:`.
 pub const SOURCE_STATIC: &str = "static";
 /// `source` label of a target read from a `file_sd` file.
 pub const SOURCE_FILE_SD: &str = "file_sd";
-
-/// Resolved `file_sd:`, `target_template:` and `shard:`.
-#[derive(Debug, Clone, Default)]
-pub struct FleetConfig {
-    /// Discovery from files, when configured.
-    pub file_sd: Option<Arc<FileSdConfig>>,
-    /// This instance's shard.
-    pub shard: Shard,
-}
-
-/// Validates the fleet sections of `file`, reporting through `bad`.
-pub fn resolve(
-    file: &FileConfig,
-    base_dir: &Path,
-    workloads: &BTreeMap<String, Arc<Workload>>,
-    env: &dyn Env,
-    bad: &mut dyn FnMut(&str, String),
-) -> FleetConfig {
-    let file_sd = file_sd::resolve(file, base_dir, workloads, env, bad);
-    FleetConfig {
-        file_sd: file_sd.map(Arc::new),
-        shard: shard::resolve(file.shard.as_ref(), env, bad),
-    }
-}
 
 /// Discovered targets and the shard filter, kept across reloads.
 #[derive(Debug)]
@@ -265,9 +239,9 @@ pub fn explain(config: &Config) -> String {
         let _ = writeln!(
             out,
             "  template: {}://HOST:PORT{}, model from label `{}`{}, named by {}",
-            t.scheme.as_deref().unwrap_or("http"),
-            t.path_prefix.as_deref().unwrap_or("/v1"),
-            t.model_label.as_deref().unwrap_or("model"),
+            t.scheme(),
+            t.path_prefix(),
+            t.model_label(),
             t.model
                 .as_ref()
                 .map(|m| format!(" (else {m})"))

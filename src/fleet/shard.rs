@@ -16,49 +16,6 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
-
-use crate::config::Env;
-
-/// Most shards accepted; beyond it a value is surely a typo.
-pub const MAX_COUNT: u32 = 10_000;
-
-/// `shard:` as written.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ShardFile {
-    /// This instance's shard, from 0 to `count - 1`.
-    pub index: Option<u32>,
-    /// Number of instances sharing the targets (default 1).
-    pub count: Option<u32>,
-    /// Take the index from the trailing `-N` of the host name (a
-    /// StatefulSet pod `llmprobe-2` is shard 2).
-    #[serde(default)]
-    pub index_from_hostname: bool,
-}
-
-/// Which share of the targets this instance measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Shard {
-    /// This instance's shard.
-    pub index: u32,
-    /// Number of shards.
-    pub count: u32,
-}
-
-impl Default for Shard {
-    fn default() -> Self {
-        Shard { index: 0, count: 1 }
-    }
-}
-
-impl Shard {
-    /// Whether this shard owns the target placed under `key`.
-    pub fn owns(&self, key: &str) -> bool {
-        owner(key, self.count) == self.index
-    }
-}
-
 /// FNV-1a, 64 bits: a fixed, documented hash of the name.
 fn fnv1a64(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -132,94 +89,6 @@ pub fn placement_keys<'a>(
     names.into_iter().map(|n| (n, root(&parent, n))).collect()
 }
 
-/// The trailing `-N` of a host name (`llmprobe-2`, `llmprobe-2.llmprobe.ns`).
-pub fn index_from_hostname(hostname: &str) -> Option<u32> {
-    let short = hostname.trim().split('.').next()?;
-    let (_, n) = short.rsplit_once('-')?;
-    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    n.parse().ok()
-}
-
-/// This machine's host name: `HOSTNAME` (set in every Kubernetes container),
-/// else the kernel's.
-fn hostname(env: &dyn Env) -> Option<String> {
-    env.var("HOSTNAME")
-        .filter(|h| !h.trim().is_empty())
-        .or_else(|| {
-            std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .ok()
-                .map(|h| h.trim().to_string())
-        })
-}
-
-/// Validates `shard:`, reporting problems through `bad(key, message)`.
-pub fn resolve(
-    file: Option<&ShardFile>,
-    env: &dyn Env,
-    bad: &mut dyn FnMut(&str, String),
-) -> Shard {
-    let Some(f) = file else {
-        return Shard::default();
-    };
-    let count = f.count.unwrap_or(1);
-    if count == 0 || count > MAX_COUNT {
-        bad("shard.count", format!("must be between 1 and {MAX_COUNT}"));
-        return Shard::default();
-    }
-    let index = match (f.index, f.index_from_hostname) {
-        (Some(_), true) => {
-            bad(
-                "shard",
-                "set either `index` or `index_from_hostname`, not both".into(),
-            );
-            return Shard::default();
-        }
-        (Some(i), false) => i,
-        (None, false) if count == 1 => 0,
-        (None, false) => {
-            bad(
-                "shard.index",
-                format!(
-                    "missing: with `count: {count}`, set `index` or `index_from_hostname: true`"
-                ),
-            );
-            return Shard::default();
-        }
-        (None, true) => {
-            let host = hostname(env).unwrap_or_default();
-            match index_from_hostname(&host) {
-                Some(i) => i,
-                None => {
-                    bad(
-                        "shard.index_from_hostname",
-                        format!(
-                            "host name `{host}` does not end in `-N` (a StatefulSet pod ordinal)"
-                        ),
-                    );
-                    return Shard::default();
-                }
-            }
-        }
-    };
-    if index >= count {
-        bad(
-            if f.index_from_hostname {
-                "shard.index_from_hostname"
-            } else {
-                "shard.index"
-            },
-            format!(
-                "shard {index} does not exist with `count: {count}` (shards are 0 to {})",
-                count - 1
-            ),
-        );
-        return Shard::default();
-    }
-    Shard { index, count }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,9 +132,7 @@ mod tests {
             for count in 1..=8u32 {
                 let mut per_shard = vec![0usize; count as usize];
                 for n in &names {
-                    let owners: Vec<u32> = (0..count)
-                        .filter(|&i| Shard { index: i, count }.owns(n))
-                        .collect();
+                    let owners: Vec<u32> = (0..count).filter(|&i| owner(n, count) == i).collect();
                     assert_eq!(owners.len(), 1, "{n} with {count} shards: {owners:?}");
                     per_shard[owners[0] as usize] += 1;
                 }
@@ -321,85 +188,5 @@ mod tests {
             "a link to an unknown name is ignored"
         );
         assert_eq!(keys["other"], "other");
-    }
-
-    #[test]
-    fn hostname_ordinals() {
-        assert_eq!(index_from_hostname("llmprobe-2"), Some(2));
-        assert_eq!(
-            index_from_hostname("llmprobe-12.llmprobe.monitoring.svc"),
-            Some(12)
-        );
-        assert_eq!(index_from_hostname("my-llm-probe-0"), Some(0));
-        assert_eq!(index_from_hostname("llmprobe"), None);
-        assert_eq!(index_from_hostname("llmprobe-"), None);
-        assert_eq!(index_from_hostname("llmprobe-x1"), None);
-        assert_eq!(index_from_hostname("llmprobe-+1"), None);
-    }
-
-    struct FakeEnv(Option<&'static str>);
-    impl Env for FakeEnv {
-        fn var(&self, name: &str) -> Option<String> {
-            (name == "HOSTNAME")
-                .then_some(self.0)
-                .flatten()
-                .map(String::from)
-        }
-    }
-
-    fn resolve_with(f: ShardFile, host: Option<&'static str>) -> Result<Shard, Vec<String>> {
-        let mut problems = Vec::new();
-        let s = resolve(Some(&f), &FakeEnv(host), &mut |k, m| {
-            problems.push(format!("{k}: {m}"))
-        });
-        if problems.is_empty() {
-            Ok(s)
-        } else {
-            Err(problems)
-        }
-    }
-
-    #[test]
-    fn resolve_checks_every_combination() {
-        let f = |index, count, from_host| ShardFile {
-            index,
-            count,
-            index_from_hostname: from_host,
-        };
-        assert_eq!(
-            resolve_with(f(None, None, false), None),
-            Ok(Shard::default())
-        );
-        assert_eq!(
-            resolve_with(f(Some(2), Some(3), false), None),
-            Ok(Shard { index: 2, count: 3 })
-        );
-        assert_eq!(
-            resolve_with(f(None, Some(3), true), Some("llmprobe-1")),
-            Ok(Shard { index: 1, count: 3 })
-        );
-        assert_eq!(
-            resolve_with(f(Some(3), Some(3), false), None),
-            Err(vec![
-                "shard.index: shard 3 does not exist with `count: 3` (shards are 0 to 2)".into()
-            ])
-        );
-        assert_eq!(
-            resolve_with(f(None, Some(3), true), Some("llmprobe-3")),
-            Err(vec![
-                "shard.index_from_hostname: shard 3 does not exist with `count: 3` (shards are 0 to 2)"
-                    .into()
-            ])
-        );
-        assert_eq!(
-            resolve_with(f(None, Some(3), true), Some("probe")),
-            Err(vec![
-                "shard.index_from_hostname: host name `probe` does not end in `-N` (a StatefulSet pod ordinal)"
-                    .into()
-            ])
-        );
-        assert!(resolve_with(f(Some(0), Some(3), true), None).is_err());
-        assert!(resolve_with(f(None, Some(3), false), None).is_err());
-        assert!(resolve_with(f(Some(0), Some(0), false), None).is_err());
     }
 }

@@ -16,6 +16,14 @@ use tokio_rustls::rustls;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
+use crate::config::secret::Secret;
+
+/// Whether `cert` and `key` make a usable TLS pair: the check that
+/// configuration loading runs ([`crate::config::Checks`]).
+pub fn check_tls(cert: &Path, key: &Path) -> Result<(), String> {
+    load_tls(cert, key).map(|_| ())
+}
+
 /// Loads a TLS server configuration from PEM files.
 pub fn load_tls(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, String> {
     use rustls_pki_types::pem::PemObject;
@@ -102,17 +110,21 @@ impl std::fmt::Debug for BasicAuth {
 impl BasicAuth {
     /// Checks that every hash is a bcrypt hash.
     pub fn new(users: BTreeMap<String, String>) -> Result<Self, String> {
-        for (user, hash) in &users {
-            if !hash.starts_with("$2") || hash.len() != 60 {
-                return Err(format!(
-                    "password of `{user}` must be a bcrypt hash (`$2y$...`, 60 characters)"
-                ));
-            }
-        }
+        crate::config::check_password_hashes(&users)?;
         Ok(BasicAuth {
             users: Arc::new(users),
             verified: Default::default(),
         })
+    }
+
+    /// The users of a resolved `web:` section.
+    pub fn of(users: &BTreeMap<String, Secret>) -> Result<Self, String> {
+        Self::new(
+            users
+                .iter()
+                .map(|(user, hash)| (user.clone(), hash.expose().to_string()))
+                .collect(),
+        )
     }
 
     /// Whether any user is configured (otherwise everything is open).

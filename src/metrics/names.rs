@@ -287,7 +287,7 @@ pub const SWEEP_LAST_COMPLETION: Spec = Spec {
 pub const TARGET_INFO: Spec = Spec {
     name: "llmprobe_target_info",
     help: "Setup of a target: server, version, GPU, driver, memory, OS, gateway, and configured labels; always 1.",
-    labels: &TARGET_INFO_LABELS,
+    labels: TARGET_INFO_LABELS,
 };
 /// Gateway overhead percentiles by [`quantity`].
 pub const GATEWAY_OVERHEAD: Spec = Spec {
@@ -354,42 +354,23 @@ pub fn percentiles(p: &Percentiles) -> [(&'static str, Option<f64>); 3] {
     [("50", p.p50), ("95", p.p95), ("99", p.p99)]
 }
 
+/// Every standard label of [`TARGET_INFO`], in exposition order: `target`,
+/// `model`, what the server tells, then what only configuration gives. One
+/// list, in [`crate::config::labels`], which the template uses too.
+pub const TARGET_INFO_LABELS: &[&str] = crate::config::labels::TARGET_INFO_LABELS;
+
 /// `llmprobe_target_info` labels that the server tells (or the target's
 /// configuration, for the model).
 pub const TARGET_INFO_FROM_SERVER: [&str; 3] = ["model", "server", "server_version"];
 
-/// `llmprobe_target_info` labels that only configuration gives (a target's
-/// `labels`, or a file_sd group's); present on every target, empty when not given.
-pub const TARGET_INFO_FROM_CONFIG: [&str; 5] = ["gpu", "driver", "gpu_memory", "os", "via_gateway"];
-
-/// Every standard label of [`TARGET_INFO`], in exposition order: `target`,
-/// then [`TARGET_INFO_FROM_SERVER`], then [`TARGET_INFO_FROM_CONFIG`].
-pub const TARGET_INFO_LABELS: [&str; 9] = concat(&[
-    &["target"],
-    &TARGET_INFO_FROM_SERVER,
-    &TARGET_INFO_FROM_CONFIG,
-]);
-
-/// The label lists `parts`, one after the other (`N` must be their total length).
-const fn concat<const N: usize>(parts: &[&[&'static str]]) -> [&'static str; N] {
-    let mut out = [""; N];
-    let (mut i, mut p) = (0, 0);
-    while p < parts.len() {
-        let mut j = 0;
-        while j < parts[p].len() {
-            out[i] = parts[p][j];
-            i += 1;
-            j += 1;
-        }
-        p += 1;
-    }
-    assert!(i == N, "N is the total length of the parts");
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn server_labels_follow_target_in_target_info() {
+        assert_eq!(TARGET_INFO_LABELS[1..4], TARGET_INFO_FROM_SERVER);
+    }
 
     #[test]
     fn target_info_labels_are_target_then_server_then_config() {

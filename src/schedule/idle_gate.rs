@@ -4,20 +4,8 @@
 
 use std::time::Duration;
 
+pub use crate::config::IdleGate;
 use crate::probe::client::Client;
-
-/// A resolved idle gate of a target.
-#[derive(Debug, Clone, PartialEq)]
-pub struct IdleGate {
-    /// URL of the server's Prometheus metrics.
-    pub metrics_url: String,
-    /// Metric whose value (summed over its series) measures busyness.
-    pub metric: String,
-    /// The sweep runs only while the value is at most this.
-    pub max_value: f64,
-    /// How long to wait before looking again.
-    pub retry_every: Duration,
-}
 
 /// The sum of every sample of `metric` in a text exposition, or None when
 /// the metric is absent.

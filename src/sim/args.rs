@@ -3,9 +3,10 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::config::SimConfig;
+use clap::builder::PossibleValue;
+
 use super::params::Engine;
-use super::profiles::DEFAULT_PROFILE;
+use super::{SimConfig, DEFAULT_PROFILE};
 
 /// The CLI form: `llmprobe simulate --listen ADDR --profile NAME ...`, with the
 /// same overrides as the YAML form.
@@ -86,6 +87,24 @@ impl SimArgs {
             prefix_cache_tokens: self.prefix_cache_tokens,
         };
         (self.listen, config)
+    }
+}
+
+/// `--engine`: the engine is plain data of the configuration, so its
+/// command-line form is written here rather than derived there.
+impl clap::ValueEnum for Engine {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Engine::Model, Engine::Stub]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(match self {
+            Engine::Model => PossibleValue::new("model").help(
+                "Continuous-batching performance model: queue, prefill, decode steps, memory",
+            ),
+            Engine::Stub => PossibleValue::new("stub")
+                .help("No model time: each answer is built at once, to measure only the HTTP path"),
+        })
     }
 }
 

@@ -36,7 +36,7 @@ pub(crate) fn draw(params: &SimParams, n: u64, max_tokens: u32) -> Fault {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::config::SimConfig;
+    use crate::sim::SimConfig;
 
     fn params(fail: f64, reset: f64) -> SimParams {
         SimConfig {

@@ -119,22 +119,19 @@
 
 mod args;
 mod chunks;
-mod config;
 mod faults;
 mod http;
 mod model;
 mod params;
 mod prefix_cache;
-mod profiles;
 mod request;
 mod scheduler;
 mod stub;
 mod text;
 
+pub use crate::config::simulator::{profiles, SimConfig, DEFAULT_PROFILE};
 pub use args::SimArgs;
-pub use config::SimConfig;
 pub use params::{Engine, SimParams};
-pub use profiles::{profiles, DEFAULT_PROFILE};
 pub use text::count_tokens;
 
 use axum::serve::ListenerExt;

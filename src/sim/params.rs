@@ -1,56 +1,11 @@
-//! Resolved simulator parameters and the closed-form predictions of the
-//! performance model. The scheduler computes its step durations with the same
-//! functions, so a prediction and the implementation cannot drift apart.
+//! The closed-form predictions of the performance model over the resolved
+//! parameters ([`SimParams`], plain data of the configuration). The
+//! scheduler computes its step durations with the same functions, so a
+//! prediction and the implementation cannot drift apart.
 
 use std::time::Duration;
 
-/// What answers the requests.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize, clap::ValueEnum,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Engine {
-    /// Continuous-batching performance model: queue, prefill, decode steps, memory.
-    Model,
-    /// No model time: each answer is built at once, to measure only the HTTP path.
-    Stub,
-}
-
-/// Resolved parameters of one simulated server (a profile plus overrides).
-#[derive(Debug, Clone, PartialEq)]
-pub struct SimParams {
-    /// Which engine answers.
-    pub engine: Engine,
-    /// Model id listed by `/v1/models` (any requested name is accepted).
-    pub model_name: String,
-    /// Prompt tokens processed per second by prefill.
-    pub prefill_tokens_per_second: f64,
-    /// Fixed cost of one decode step, whatever the batch size.
-    pub step_base: Duration,
-    /// Extra cost of one decode step for each sequence in the batch.
-    pub step_per_sequence: Duration,
-    /// Most sequences decoded together.
-    pub max_batch: u32,
-    /// Requests admitted (running + queued) beyond which a new one gets 503; `u32::MAX` means no limit.
-    pub max_in_flight: u32,
-    /// KV-cache capacity in tokens; a running sequence reserves prompt + max tokens of it.
-    pub kv_cache_tokens: Option<u64>,
-    /// Context window: a request whose prompt + max tokens exceed it gets 400.
-    pub max_model_len: u64,
-    /// Output tokens of a request that sets no limit (clipped to the context window).
-    pub default_max_tokens: u32,
-    /// Seed of the generated text and of fault injection.
-    pub seed: u64,
-    /// Fraction of requests answered at once with `fail_status`.
-    pub fail_ratio: f64,
-    /// HTTP status of the injected failures.
-    pub fail_status: u16,
-    /// Fraction of the remaining requests whose connection is cut mid-stream.
-    pub reset_ratio: f64,
-    /// Prompt tokens kept in the prefix cache (0: no cache): a prompt whose
-    /// leading blocks are cached skips their prefill.
-    pub prefix_cache_tokens: u64,
-}
+pub use crate::config::simulator::{Engine, SimParams};
 
 impl SimParams {
     /// Duration of one decode step with `batch` sequences, before prefill.
@@ -193,5 +148,15 @@ mod tests {
             p.predicted_latency(u32::MAX, u64::MAX, u64::MAX),
             Duration::MAX
         );
+    }
+
+    #[test]
+    fn small_gpu_matches_its_description() {
+        let p = crate::config::simulator::SimConfig::default()
+            .resolve()
+            .unwrap();
+        let single = 1.0 / p.step_duration(1).as_secs_f64();
+        assert!((40.0..45.0).contains(&single), "{single}");
+        assert_eq!(p.effective_batch(20, 256), 16);
     }
 }

@@ -212,7 +212,7 @@ fn content_text(content: Option<&Value>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::config::SimConfig;
+    use crate::sim::SimConfig;
 
     fn params() -> SimParams {
         SimConfig {

@@ -187,7 +187,7 @@ async fn sleep_until(deadline: Instant, shutdown: &CancellationToken) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::config::SimConfig;
+    use crate::sim::SimConfig;
 
     fn params(kv: Option<u64>) -> SimParams {
         let mut p = SimConfig {

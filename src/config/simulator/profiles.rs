@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::params::{Engine, SimParams};
+use super::{Engine, SimParams};
 
 /// The profile used when none is named.
 pub const DEFAULT_PROFILE: &str = "small-gpu";
@@ -30,7 +30,7 @@ pub fn profiles() -> &'static [(&'static str, &'static str)] {
 }
 
 /// The parameters of a named profile.
-pub(crate) fn profile(name: &str) -> Option<SimParams> {
+pub(super) fn profile(name: &str) -> Option<SimParams> {
     let ms = Duration::from_millis;
     let us = Duration::from_micros;
     let base = SimParams {

@@ -1,0 +1,242 @@
+//! Tests of loading and resolving whole configurations.
+
+use super::*;
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+struct FakeEnv(HashMap<String, String>);
+impl Env for FakeEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        self.0.get(name).cloned()
+    }
+}
+
+fn load_str(yaml: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    let dir = std::env::temp_dir().join(format!(
+        "llmprobe-config-test-{}-{}",
+        std::process::id(),
+        fastrand::u64(..)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("llmprobe.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let env = FakeEnv(
+        env.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
+    let result = decode(&path, false).and_then(|f| resolve(&path, f, &env));
+    std::fs::remove_dir_all(&dir).ok();
+    result
+}
+
+const GOOD: &str = r#"
+listen: "127.0.0.1:9775"
+schedule: { interval: 30s, jitter: 5%, max_in_flight_total: 16 }
+defaults:
+  workload: chat
+  levels: [1, 2, 4]
+  requests_per_level: 2x
+  slo: { p95_latency: 10s }
+workloads:
+  chat:
+    max_completion_tokens: 64
+    prompts: ["hello"]
+targets:
+  - name: w1
+    base_url: http://127.0.0.1:8000/v1/
+    model: m
+    api_key_env: KEY
+    max_concurrency: 2
+    labels: { gpu: L40S }
+"#;
+
+#[test]
+fn good_config_resolves_with_defaults_and_overrides() {
+    let c = load_str(GOOD, &[("KEY", "sk-test")]).unwrap();
+    assert_eq!(c.schedule.interval, Duration::from_secs(30));
+    assert!((c.schedule.jitter - 0.05).abs() < 1e-12);
+    let t = &c.targets[0];
+    assert_eq!(t.endpoint, Endpoint::Url("http://127.0.0.1:8000/v1".into()));
+    assert_eq!(t.levels, vec![1, 2], "capped by max_concurrency");
+    assert_eq!(t.requests_per_level, RequestsPerLevel::PerConcurrency(2.0));
+    assert_eq!(t.slo.p95_latency, Duration::from_secs(10));
+    assert_eq!(t.slo.max_shed_ratio, 0.05);
+    assert_eq!(t.headroom, 0.9);
+    assert_eq!(t.workloads[0].max_completion_tokens, 64);
+    assert_eq!(t.api_key.as_ref().unwrap().expose(), "sk-test");
+    assert!(
+        !format!("{t:?}").contains("sk-test"),
+        "Debug must not show the key"
+    );
+}
+
+#[test]
+fn requests_per_level_counts() {
+    let r = RequestsPerLevel::PerConcurrency(3.0);
+    assert_eq!(r.count(1, 8), 8);
+    assert_eq!(r.count(4, 8), 12);
+    assert_eq!(RequestsPerLevel::Fixed(5).count(16, 1), 16);
+}
+
+fn problems(yaml: &str, env: &[(&str, &str)]) -> String {
+    load_str(yaml, env).unwrap_err().to_string()
+}
+
+#[test]
+fn unknown_key_is_named() {
+    let e = problems(
+        &GOOD.replace("max_concurrency: 2", "max_concurency: 2"),
+        &[("KEY", "k")],
+    );
+    assert!(e.contains("llmprobe.yaml"), "{e}");
+    assert!(e.contains("max_concurency"), "{e}");
+}
+
+#[test]
+fn sizes_that_would_exhaust_memory_or_overflow_are_rejected() {
+    let y = GOOD
+        .replace("interval: 30s", "interval: 580000000000y")
+        .replace("levels: [1, 2, 4]", "levels: [1, 2, 40000]")
+        .replace("max_concurrency: 2", "requests_per_level: 1e300x")
+        .replace("requests_per_level: 2x", "warmup_requests: 4000000");
+    let e = problems(&y, &[("KEY", "k")]);
+    assert!(
+        e.contains("schedule.interval: must be at most 365days"),
+        "{e}"
+    );
+    assert!(
+        e.contains("defaults.levels: a level must be at most 10000"),
+        "{e}"
+    );
+    assert!(
+        e.contains("defaults.warmup_requests: must be at most 1000000"),
+        "{e}"
+    );
+    assert!(
+            e.contains("targets[0] (w1).requests_per_level: gives 18446744073709551615 requests at concurrency 2"),
+            "{e}"
+        );
+}
+
+#[test]
+fn bad_duration_is_named() {
+    let e = problems(
+        &GOOD.replace("interval: 30s", "interval: 30 parsecs"),
+        &[("KEY", "k")],
+    );
+    assert!(e.contains("schedule.interval"), "{e}");
+}
+
+#[test]
+fn unset_key_variable_and_missing_model_are_both_reported() {
+    let e = problems(&GOOD.replace("model: m", ""), &[]);
+    assert!(e.contains("targets[0] (w1).model: missing"), "{e}");
+    assert!(e.contains("`KEY` is not set"), "{e}");
+    assert_eq!(e.lines().count(), 2, "{e}");
+}
+
+#[test]
+fn level_and_headroom_and_workload_problems() {
+    let y = GOOD
+        .replace("levels: [1, 2, 4]", "levels: [1, 4, 2]")
+        .replace("workload: chat", "workload: nope")
+        .replace("slo:", "headroom: 1.5\n  slo:");
+    let e = problems(&y, &[("KEY", "k")]);
+    assert!(
+        e.contains("defaults.levels: must be strictly increasing"),
+        "{e}"
+    );
+    assert!(e.contains("defaults.headroom"), "{e}");
+    assert!(
+        e.contains("defaults.workload: workload `nope` is not defined"),
+        "{e}"
+    );
+}
+
+#[test]
+fn duplicate_targets_and_credentials_in_url() {
+    let y = format!("{GOOD}  - name: w1\n    base_url: http://u:p@127.0.0.1:1/v1\n    model: m\n");
+    let e = problems(&y, &[("KEY", "k")]);
+    assert!(e.contains("duplicate target name `w1`"), "{e}");
+    assert!(e.contains("must not hold credentials"), "{e}");
+    assert!(
+        !e.contains("u:p@"),
+        "the URL's secret must not be echoed: {e}"
+    );
+}
+
+#[test]
+fn bad_percent_and_requests_per_level() {
+    let e = problems(&GOOD.replace("jitter: 5%", "jitter: lots"), &[("KEY", "k")]);
+    assert!(
+        e.ends_with("schedule.jitter: `lots` is not a percentage like `10%`"),
+        "{e}"
+    );
+    let e = problems(&GOOD.replace("2x", "twice"), &[("KEY", "k")]);
+    assert!(
+        e.ends_with(
+            "defaults.requests_per_level: expected `Nx` (N times the concurrency) or a count"
+        ),
+        "{e}"
+    );
+}
+
+const PAIRS: &str = r#"
+  - name: gw
+    base_url: http://127.0.0.1:8001/v1
+    model: m
+gateway_pairs:
+"#;
+
+#[test]
+fn gateway_pair_defaults_and_overrides() {
+    let y = format!(
+            "{GOOD}{PAIRS}  - {{ name: a, direct: w1, through: gw }}\n  - {{ name: b, direct: w1, through: gw, concurrency: 4, requests: 100, workload: chat }}\n"
+        );
+    let c = load_str(&y, &[("KEY", "k")]).unwrap();
+    let a = &c.gateway_pairs[0];
+    assert_eq!((a.concurrency, a.requests), (1, 40));
+    assert_eq!(
+        a.workload.name, "chat",
+        "the direct target's first workload"
+    );
+    let b = &c.gateway_pairs[1];
+    assert_eq!((b.concurrency, b.requests), (4, 100));
+}
+
+#[test]
+fn gateway_pair_problems_are_named() {
+    let y = format!(
+            "{GOOD}{PAIRS}  - {{ name: a, direct: w1, through: w1, concurrency: 0 }}\n  - {{ name: a, direct: nope, through: gw, requests: 0, workload: none }}\n"
+        );
+    let e = problems(&y, &[("KEY", "k")]);
+    for want in [
+            "llmprobe.yaml: gateway_pairs[0] (a).through: must differ from `direct` (both are `w1`)",
+            "llmprobe.yaml: gateway_pairs[0] (a).concurrency: must be at least 1",
+            "llmprobe.yaml: gateway_pairs[1] (a).name: duplicate pair name `a`",
+            "llmprobe.yaml: gateway_pairs[1] (a).direct: target `nope` is not defined",
+            "llmprobe.yaml: gateway_pairs[1] (a).requests: must be at least 1",
+            "llmprobe.yaml: gateway_pairs[1] (a).workload: workload `none` is not defined under `workloads`",
+        ] {
+            assert!(e.contains(want), "missing `{want}` in:\n{e}");
+        }
+    assert_eq!(e.lines().count(), 6, "{e}");
+    let e = problems(
+        &format!("{GOOD}{PAIRS}  - {{ name: a, direct: w1, through: gw, conc: 2 }}\n"),
+        &[("KEY", "k")],
+    );
+    assert!(
+        e.contains("gateway_pairs[0].conc: unknown field `conc`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn missing_file_is_named() {
+    let e = decode(Path::new("/nonexistent/llmprobe.yaml"), false)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, "/nonexistent/llmprobe.yaml: file not found");
+}

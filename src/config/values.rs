@@ -1,0 +1,140 @@
+//! Values written in the file and kept as they are once resolved: a
+//! percentage, a number of requests per level, the output-limit field.
+
+use serde::{Deserialize, Deserializer};
+
+/// A fraction written as `10%` or `0.1`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Percent(pub f64);
+
+impl<'de> Deserialize<'de> for Percent {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Num(f64),
+            Text(String),
+        }
+        let value = match Raw::deserialize(d)? {
+            Raw::Num(n) => n,
+            Raw::Text(s) => {
+                let s = s.trim();
+                match s.strip_suffix('%') {
+                    Some(p) => p.trim().parse::<f64>().map(|p| p / 100.0),
+                    None => s.parse::<f64>(),
+                }
+                .map_err(|_| {
+                    serde::de::Error::custom(format!("`{s}` is not a percentage like `10%`"))
+                })?
+            }
+        };
+        if !(0.0..=1.0).contains(&value) {
+            return Err(serde::de::Error::custom("must be between 0% and 100%"));
+        }
+        Ok(Percent(value))
+    }
+}
+
+/// Requests in one level: a multiple of the concurrency, or a fixed number.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RequestsPerLevel {
+    /// `3x`: three times the concurrency.
+    PerConcurrency(f64),
+    /// A fixed count.
+    Fixed(u32),
+}
+
+impl RequestsPerLevel {
+    /// Requests to send at `concurrency`, never fewer than `min` nor than the concurrency.
+    pub fn count(self, concurrency: u32, min: u32) -> u64 {
+        let n = match self {
+            RequestsPerLevel::PerConcurrency(f) => (f * concurrency as f64).ceil() as u64,
+            RequestsPerLevel::Fixed(n) => n as u64,
+        };
+        n.max(min as u64).max(concurrency as u64)
+    }
+}
+
+impl<'de> Deserialize<'de> for RequestsPerLevel {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Num(u32),
+            Text(String),
+        }
+        let bad = || serde::de::Error::custom("expected `Nx` (N times the concurrency) or a count");
+        match Raw::deserialize(d)? {
+            Raw::Num(n) if n > 0 => Ok(RequestsPerLevel::Fixed(n)),
+            Raw::Num(_) => Err(bad()),
+            Raw::Text(s) => {
+                let s = s.trim();
+                if let Some(f) = s.strip_suffix('x') {
+                    match f.trim().parse::<f64>() {
+                        Ok(f) if f > 0.0 && f.is_finite() => {
+                            Ok(RequestsPerLevel::PerConcurrency(f))
+                        }
+                        _ => Err(bad()),
+                    }
+                } else {
+                    match s.parse::<u32>() {
+                        Ok(n) if n > 0 => Ok(RequestsPerLevel::Fixed(n)),
+                        _ => Err(bad()),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Name of the request field that carries the output limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum MaxTokensField {
+    /// The current OpenAI name.
+    #[serde(rename = "max_completion_tokens")]
+    MaxCompletionTokens,
+    /// The older name, the only one some servers honour (llama-cpp-python).
+    #[serde(rename = "max_tokens")]
+    MaxTokens,
+    /// Send both.
+    #[serde(rename = "both")]
+    Both,
+}
+
+impl MaxTokensField {
+    /// The name used in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+            MaxTokensField::MaxTokens => "max_tokens",
+            MaxTokensField::Both => "both",
+        }
+    }
+}
+
+/// What a request may share with earlier ones, for a server's prefix cache
+/// (vLLM, SGLang and llama.cpp skip the prefill of a prefix they saw).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrefixCache {
+    /// Nothing: every request's first message starts with a short unique
+    /// marker, so TTFT includes the prefill a new conversation pays.
+    #[default]
+    Unique,
+    /// Prompts are sent as written: a repeated prompt is served from the cache.
+    Shared,
+    /// The system message(s) are shared, the marker starts the first message
+    /// after them: a common system prompt followed by new user text.
+    SharedSystemPrompt,
+}
+
+impl PrefixCache {
+    /// The name used in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PrefixCache::Unique => "unique",
+            PrefixCache::Shared => "shared",
+            PrefixCache::SharedSystemPrompt => "shared_system_prompt",
+        }
+    }
+}
