@@ -25,7 +25,6 @@ use llmprobe::schedule::endpoint;
 use llmprobe::schedule::warm_start::{self, Kind, Planner};
 use llmprobe::stats::sample::Sample;
 use llmprobe::sweep::{self, Observer, SweepEnv};
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 /// An engine to measure and the capacity it was built with.
@@ -206,12 +205,12 @@ async fn run_mode(p: &Profile, mode: Mode, sweeps: usize) -> Row {
     // A fresh engine per mode: no state carried from one to the other.
     let reachable = endpoint::reach(&target).await.unwrap();
     let load = Arc::new(Mutex::new(Load::default()));
-    let env = SweepEnv {
-        client: Client::new(Duration::from_secs(5)).unwrap(),
-        in_flight: Arc::new(Semaphore::new(256)),
-        cancel: CancellationToken::new(),
-        observer: Arc::new(Meter(load.clone())),
-    };
+    let env = SweepEnv::new(
+        Client::new(Duration::from_secs(5)).unwrap(),
+        256,
+        CancellationToken::new(),
+        Arc::new(Meter(load.clone())),
+    );
     let mut planner = Planner::new(target.full_sweep_every, target.refine_resolution);
     let mut row = Row {
         requests: vec![],

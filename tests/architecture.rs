@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 const ALLOWED: &[(&str, &[&str])] = &[
     ("config", &[]),
     ("stream", &[]),
-    ("sim", &[]),
+    // The simulator reads its plain-data settings from config, nothing else.
+    ("sim", &["config"]),
     ("stats", &["config"]),
     ("probe", &["config", "stream", "stats"]),
     ("sweep", &["config", "probe", "stats"]),

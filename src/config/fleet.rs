@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::defaults;
-use super::file::{DefaultsFile, FileConfig, FileSdFile, ShardFile, TemplateFile};
+use super::file::{FileConfig, ShardFile, TemplateFile};
 use super::labels::{is_label_name, is_usable_label};
 use super::load::Env;
 use super::resolved::{FileSdConfig, FleetConfig, Pattern, Shard, Workload};
-use super::target::resolve_target;
+use super::target::{check_levels_within_cap, resolve_target};
 use super::template::target_file;
 use super::MAX_SHARDS;
 
@@ -25,15 +25,7 @@ pub fn resolve_fleet(
     env: &dyn Env,
     bad: &mut dyn FnMut(&str, String),
 ) -> FleetConfig {
-    let file_sd = resolve_file_sd(
-        file.file_sd.as_ref(),
-        file.target_template.as_ref(),
-        base_dir,
-        &file.defaults,
-        workloads,
-        env,
-        bad,
-    );
+    let file_sd = resolve_file_sd(file, base_dir, workloads, env, bad);
     FleetConfig {
         file_sd: file_sd.map(Arc::new),
         shard: resolve_shard(file.shard.as_ref(), env, bad),
@@ -44,14 +36,15 @@ pub fn resolve_fleet(
 /// The template is tried on a placeholder entry, so that a missing workload
 /// or an unset key variable is found at load time, not on every entry.
 pub fn resolve_file_sd(
-    file_sd: Option<&FileSdFile>,
-    template: Option<&TemplateFile>,
+    file: &FileConfig,
     base_dir: &Path,
-    defaults: &DefaultsFile,
     workloads: &BTreeMap<String, Arc<Workload>>,
     env: &dyn Env,
     bad: &mut dyn FnMut(&str, String),
 ) -> Option<FileSdConfig> {
+    let (file_sd, template) = (file.file_sd.as_ref(), file.target_template.as_ref());
+    let defaults = &file.defaults;
+    let max_in_flight_total = file.schedule.max_in_flight_total;
     let Some(fs) = file_sd else {
         if template.is_some() {
             bad(
@@ -96,17 +89,21 @@ pub fn resolve_file_sd(
                 t.model = Some("placeholder".into());
             }
             let mut found = false;
-            resolve_target(
-                &t,
-                "target_template",
-                defaults,
-                workloads,
-                env,
-                &mut |k: &str, m: String| {
-                    found = true;
-                    bad(k, m)
-                },
-            );
+            let mut report = |k: &str, m: String| {
+                found = true;
+                bad(k, m)
+            };
+            let resolved =
+                resolve_target(&t, "target_template", defaults, workloads, env, &mut report);
+            if let Some(resolved) = resolved {
+                check_levels_within_cap(
+                    &t,
+                    &resolved,
+                    "target_template",
+                    max_in_flight_total,
+                    &mut report,
+                );
+            }
             ok &= !found;
         }
         Err(_) => {
@@ -120,6 +117,7 @@ pub fn resolve_file_sd(
         template,
         defaults: defaults.clone(),
         workloads: workloads.clone(),
+        max_in_flight_total,
     })
 }
 

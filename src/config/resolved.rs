@@ -11,7 +11,7 @@ use super::defaults;
 use super::file::{DefaultsFile, TemplateFile};
 use super::prompts::Prompt;
 use super::secret::Secret;
-use super::values::{MaxTokensField, RequestsPerLevel};
+use super::values::{MaxTokensField, PrefixCache, RequestsPerLevel};
 
 /// A validated configuration, every default applied.
 #[derive(Debug, Clone)]
@@ -95,8 +95,10 @@ pub struct Target {
     pub slo: Slo,
     /// Knee fraction recommended as max_in_flight.
     pub headroom: f64,
-    /// Request field for the output limit.
-    pub max_tokens_field: MaxTokensField,
+    /// Request field for the output limit; None: not configured, so
+    /// warm-up checks that the default ([`defaults::MAX_TOKENS_FIELD`])
+    /// bounds the output, and tries `max_tokens`, then both, when it does not.
+    pub max_tokens_field: Option<MaxTokensField>,
     /// Postpone sweeps while the server is busy.
     pub idle_gate: Option<IdleGate>,
     /// Stop a level as soon as its verdict (a break) is certain.
@@ -105,6 +107,9 @@ pub struct Target {
     pub refine_resolution: crate::config::gentle::Resolution,
     /// A full climb every this many sweeps (1: always).
     pub full_sweep_every: u32,
+    /// `max_concurrency`, when it left configured levels out (the climb
+    /// then stops there, and the result says so).
+    pub capped_by_max_concurrency: Option<u32>,
 }
 
 /// A resolved idle gate of a target: sweeps wait while the server is busy.
@@ -131,6 +136,8 @@ pub struct Workload {
     pub temperature: f64,
     /// Prompts, used round-robin.
     pub prompts: Vec<Prompt>,
+    /// What requests may share for a server's prefix cache.
+    pub prefix_cache: PrefixCache,
 }
 
 /// A resolved gateway pair.
@@ -194,6 +201,8 @@ pub struct FileSdConfig {
     pub defaults: DefaultsFile,
     /// Workloads of the config, resolved.
     pub workloads: BTreeMap<String, Arc<Workload>>,
+    /// `schedule.max_in_flight_total`: no level may be above it.
+    pub max_in_flight_total: u32,
 }
 
 /// Which files a pattern matches: a literal directory and a file name that

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::config::simulator::Engine;
 use crate::config::{Config, Endpoint, RequestsPerLevel, Target};
-use crate::sim::Engine;
 
 /// What a target's sweep was asked to do, in words and numbers.
 #[derive(Debug, Clone, PartialEq)]

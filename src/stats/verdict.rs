@@ -7,7 +7,8 @@
 //! - The shed and error counts only grow as requests end, over the same
 //!   denominator (`planned`), so a count already over the limit stays over.
 //! - Each request that has not ended either adds a latency of at least zero
-//!   to the decision set or leaves it (shed, failed). The type 7 quantile
+//!   to the decision set (a failure counts the time it took) or stays out of
+//!   it (shed or rate limited). The type 7 quantile
 //!   never falls when a value rises, and never rises when a minimum is added
 //!   (removing the minimum of n values moves the quantile's rank from
 //!   (n - 1) q to (n - 2) q + 1, which is not lower as q <= 1): so the lowest
@@ -16,8 +17,11 @@
 //!   level's p95 does too.
 //! - A request in flight may count with a floor above zero only when it is
 //!   certain to end inside the decision set with at least that latency (the
-//!   caller's promise; removing a value above the minimum could lower the
+//!   caller's promise: it can no longer be shed, and its latency cannot end
+//!   below the floor; leaving out a value above the minimum could lower the
 //!   quantile).
+//! - A level without any success breaks its SLO too; that is certain only at
+//!   its end, and the early verdict does not claim it.
 //!
 //! The latency test keeps a margin of a billionth of the limit, so that the
 //! rounding of two interpolations over different sets cannot make the early
@@ -247,14 +251,44 @@ mod tests {
         assert_eq!(t.certain_break(&slo, &[5.0, 5.0]), None);
     }
 
+    /// A failure after `ms`: it counts in the decision with that time.
+    fn failed(outcome: Outcome, ms: u64) -> Sample {
+        let mut s = Sample::failed(outcome, Some(200), "bad");
+        s.elapsed = Duration::from_millis(ms);
+        s
+    }
+
+    #[test]
+    fn failures_count_in_the_latency_with_the_time_they_took() {
+        // 8 planned: a protocol error after 10 s is as slow as a success
+        // after 10 s (the errors allowed, the latency is certain).
+        let slo = slo(1000, 1.0, 1.0);
+        let err = failed(Outcome::ProtocolError, 10_000);
+        assert_eq!(
+            tally(8, &[err]).certain_break(&slo, &[]),
+            Some(Breach::Latency)
+        );
+        // A fast failure is a fast sample: nothing certain yet.
+        let quick = failed(Outcome::HttpError, 5);
+        assert_eq!(
+            tally(8, std::slice::from_ref(&quick)).certain_break(&slo, &[]),
+            None
+        );
+        // Caught by the error ratio instead.
+        assert_eq!(
+            tally(8, &[quick]).certain_break(&self::slo(1000, 1.0, 0.1), &[]),
+            Some(Breach::Errors)
+        );
+    }
+
     #[test]
     fn a_finished_level_without_any_latency_is_left_to_the_full_verdict() {
-        let err = Sample::failed(Outcome::ProtocolError, Some(200), "bad");
-        let t = tally(1, &[err]);
-        // Caught by the error ratio; the p95 alone would be None.
+        let shed = Sample::failed(Outcome::Shed, Some(503), "busy");
+        let t = tally(1, &[shed]);
+        // Caught by the shed ratio; the p95 alone would be None.
         assert_eq!(
-            t.certain_break(&slo(1000, 1.0, 0.5), &[]),
-            Some(Breach::Errors)
+            t.certain_break(&slo(1000, 0.5, 1.0), &[]),
+            Some(Breach::Shed)
         );
         assert_eq!(t.lowest_p95(&[]), None);
         assert_eq!(t.certain_break(&slo(1000, 1.0, 1.0), &[]), None);
@@ -276,8 +310,8 @@ mod tests {
             0..=5 => ok(ms),
             6 => Sample::failed(Outcome::Shed, Some(503), "busy"),
             7 => Sample::failed(Outcome::RateLimited, Some(429), "slow"),
-            8 => Sample::failed(Outcome::Timeout, None, "slow"),
-            _ => Sample::failed(Outcome::ProtocolError, Some(200), "bad"),
+            8 => failed(Outcome::Timeout, ms),
+            _ => failed(Outcome::ProtocolError, ms),
         }
     }
 
@@ -338,9 +372,11 @@ mod tests {
                 }
             }
             // At the end, the early verdict is the full one for the ratios
-            // and the latency (a level without any latency aside).
+            // and the latency (a level without any latency, or without any
+            // success, aside: only its end can tell).
             let end = t.certain_break(&slo, &[]);
-            if t.lowest_p95(&[]).is_some() {
+            let any_ok = samples.iter().any(|s| s.outcome == Outcome::Ok);
+            if t.lowest_p95(&[]).is_some() && any_ok {
                 let limit = slo.p95_latency.as_secs_f64();
                 let p = t.lowest_p95(&[]).unwrap_or(0.0);
                 let at_boundary = p > limit && p <= limit * (1.0 + LATENCY_MARGIN);

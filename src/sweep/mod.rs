@@ -1,36 +1,34 @@
-//! One sweep of one target: per workload, warm-up, then one closed-loop level
-//! per concurrency value until a level breaks the SLO. The gateway pairs'
+//! One sweep of one target: the output-limit field checked, then per
+//! workload a warm-up and one closed-loop level per concurrency value, until
+//! a level breaks the SLO or cannot keep its concurrency. The gateway pairs'
 //! interleaved executor ([`interleaved`]) sends through the same [`Requests`].
 
+mod closed_loop;
 pub mod interleaved;
 pub mod ladder;
+pub mod output_limit;
 pub mod refine;
+mod requests;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Slo, Target, Workload};
-use crate::probe::body;
+use crate::config::{MaxTokensField, Target, Workload};
 use crate::probe::client::Client;
-use crate::probe::exchange::{self as probe, RequestSpec};
 use crate::stats::knee;
 use crate::stats::level;
-use crate::stats::report::{EarlyStop, LevelSummary, SweepKind, SweepReport, WorkloadReport};
+use crate::stats::report::{
+    EarlyStop, LevelSummary, OutputLimit, SweepKind, SweepReport, WorkloadReport,
+};
 use crate::stats::sample::{Outcome, Sample};
-use crate::stats::verdict::{Breach, Tally};
 use crate::sweep::ladder::{Ladder, WarmStart};
-
-/// Pause after a level that stopped early, before the next one: the
-/// requests it cancelled leave the server only once it notices their closed
-/// connections (at its next step or check), and the next level must not
-/// meet them still queued there.
-pub const SETTLE_AFTER_EARLY_STOP: Duration = Duration::from_millis(500);
+use closed_loop::Pass;
+pub(crate) use requests::Requests;
 
 /// Receives what a sweep does as it happens (metrics, progress line).
 pub trait Observer: Send + Sync {
@@ -63,11 +61,66 @@ pub struct SweepEnv {
     pub client: Client,
     /// Global cap on requests in flight across all targets.
     pub in_flight: Arc<Semaphore>,
+    /// The number of places in that cap (`schedule.max_in_flight_total`).
+    pub in_flight_total: u32,
     /// Cancels everything on shutdown or reload.
     pub cancel: CancellationToken,
     /// Receives requests and progress.
     pub observer: Arc<dyn Observer>,
+    /// What warm-up found out about each target, kept across its sweeps.
+    pub learned: Arc<Learned>,
 }
+
+impl SweepEnv {
+    /// An environment with a global cap of `in_flight_total` requests.
+    pub fn new(
+        client: Client,
+        in_flight_total: u32,
+        cancel: CancellationToken,
+        observer: Arc<dyn Observer>,
+    ) -> Self {
+        SweepEnv {
+            client,
+            in_flight: Arc::new(Semaphore::new(in_flight_total as usize)),
+            in_flight_total,
+            cancel,
+            observer,
+            learned: Default::default(),
+        }
+    }
+}
+
+/// The output-limit field found for each target (keyed by target and URL),
+/// with what warm-up saw when it was not the default.
+#[derive(Default)]
+pub struct Learned(Mutex<BTreeMap<String, (MaxTokensField, Option<String>)>>);
+
+impl Learned {
+    fn get(&self, key: &str) -> Option<(MaxTokensField, Option<String>)> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .cloned()
+    }
+
+    fn insert(&self, key: String, field: MaxTokensField, note: Option<String>) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, (field, note));
+    }
+}
+
+/// Pause after a level that stopped early, before the next one: the
+/// requests it cancelled leave the server only once it notices their closed
+/// connections (at its next step or check), and the next level must not
+/// meet them still queued there.
+pub const SETTLE_AFTER_EARLY_STOP: Duration = Duration::from_millis(500);
+
+/// How long `run` waits for the workloads to notice the end of the sweep's
+/// time limit (every wait in a sweep also watches the cancel token).
+const WIND_DOWN: Duration = Duration::from_secs(5);
 
 /// Runs one sweep of `target` served at `base_url`, within `time_limit`:
 /// a full climb, or a warm start (per workload name) when `warm` is given.
@@ -79,13 +132,24 @@ pub async fn run(
     warm: Option<&BTreeMap<String, WarmStart>>,
 ) -> SweepReport {
     let started = Instant::now();
-    let setup = crate::probe::setup::discover(
-        &env.client,
-        base_url,
-        target.api_key.as_ref(),
-        &target.model,
-    )
-    .await;
+    let cancel = env.cancel.child_token();
+    let limit_hit = Arc::new(AtomicBool::new(false));
+    let timer = {
+        let (cancel, limit_hit) = (cancel.clone(), limit_hit.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = tokio::time::sleep(time_limit) => {
+                    limit_hit.store(true, Ordering::SeqCst);
+                    cancel.cancel();
+                }
+                _ = cancel.cancelled() => {}
+            }
+        })
+    };
+    let setup = tokio::select! {
+        s = crate::probe::setup::discover(&env.client, base_url, target.api_key.as_ref(), &target.model) => s,
+        _ = cancel.cancelled() => Default::default(),
+    };
     if setup.model_listed == Some(false) {
         tracing::warn!(
             target_name = %target.name,
@@ -94,28 +158,55 @@ pub async fn run(
             "the configured model is not among the models the server lists"
         );
     }
+    let ending = Ending {
+        limit_hit: limit_hit.clone(),
+        time_limit,
+    };
     let mut workloads = Vec::new();
-    let cancel = env.cancel.child_token();
-    let work = async {
-        for w in &target.workloads {
-            let start = warm.map(|m| m.get(&w.name).cloned().unwrap_or_default());
-            workloads.push(run_workload(env, &cancel, target, w, base_url, start.as_ref()).await);
-            if cancel.is_cancelled() {
-                break;
+    let mut output_limit = OutputLimit::default();
+    let mut error = None;
+    // In a block: the future borrows the results, and is dropped before they are read.
+    {
+        let work = async {
+            let Some(first) = target.workloads.first() else {
+                return;
+            };
+            let field = match output_limit::choose(env, &cancel, target, first, base_url).await {
+                Ok((field, chosen)) => {
+                    output_limit = chosen;
+                    field
+                }
+                Err(e) => {
+                    error = Some(e);
+                    return;
+                }
+            };
+            for w in &target.workloads {
+                if cancel.is_cancelled() {
+                    break;
+                }
+                let requests = Requests::for_sweep(target, w, base_url, field);
+                let start = warm.map(|m| m.get(&w.name).cloned().unwrap_or_default());
+                workloads.push(run_workload(env, &cancel, &ending, requests, start.as_ref()).await);
+            }
+        };
+        tokio::pin!(work);
+        tokio::select! {
+            _ = &mut work => {}
+            _ = cancel.cancelled() => {
+                // Everything watches the token: let the workloads say where they stopped.
+                let _ = tokio::time::timeout(WIND_DOWN, &mut work).await;
             }
         }
-    };
-    let timed_out = tokio::time::timeout(time_limit, work).await.is_err();
+    }
     cancel.cancel();
-    let error = if timed_out {
-        Some(format!(
-            "sweep exceeded its time limit of {}",
-            humantime::format_duration(time_limit)
-        ))
+    timer.abort();
+    let error = if limit_hit.load(Ordering::SeqCst) {
+        Some(ending.time_limit_text())
     } else if env.cancel.is_cancelled() {
         Some("sweep cancelled".to_string())
     } else {
-        unreachable_error(&workloads)
+        error.or_else(|| unreachable_error(&workloads))
     };
     SweepReport {
         target: target.name.clone(),
@@ -132,7 +223,31 @@ pub async fn run(
             .duration_since(UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64()),
         setup,
+        output_limit,
         workloads,
+    }
+}
+
+/// Why a sweep's token fired: its time limit, or shutdown and reload.
+struct Ending {
+    limit_hit: Arc<AtomicBool>,
+    time_limit: Duration,
+}
+
+impl Ending {
+    fn time_limit_text(&self) -> String {
+        format!(
+            "sweep exceeded its time limit of {}",
+            humantime::format_duration(self.time_limit)
+        )
+    }
+
+    fn why(&self) -> String {
+        if self.limit_hit.load(Ordering::SeqCst) {
+            self.time_limit_text()
+        } else {
+            "sweep cancelled (shutdown or reload)".to_string()
+        }
     }
 }
 
@@ -151,52 +266,94 @@ fn unreachable_error(workloads: &[WorkloadReport]) -> Option<String> {
 async fn run_workload(
     env: &SweepEnv,
     cancel: &CancellationToken,
-    target: &Arc<Target>,
-    workload: &Arc<Workload>,
-    base_url: &str,
+    ending: &Ending,
+    requests: Requests,
     warm: Option<&WarmStart>,
 ) -> WorkloadReport {
-    let shared = Arc::new(Shared {
+    let requests = Arc::new(requests);
+    let target = requests.target.clone();
+    let workload = requests.workload.clone();
+    let run = closed_loop::Run {
         env: env.clone(),
         cancel: cancel.clone(),
-        requests: Requests::new(target, workload, base_url),
-    });
+        requests,
+    };
 
     // Warm-up opens connections and wakes caches; its samples are dropped.
     let first_level = target.levels.first().copied().unwrap_or(1);
     if target.warmup_requests > 0 {
         let c = target.warmup_requests.min(first_level.max(1));
-        run_level(&shared, c, target.warmup_requests as u64, false, None).await;
+        if let Ok(places) = run.hold_places(c, target.request_timeout).await {
+            run.level(c, u64::from(target.warmup_requests), Pass::Warm, None)
+                .await;
+            drop(places);
+        }
     }
 
+    // Which level comes next: the configured ones from the lowest (a warm
+    // start skips those up to half the last knee), then the refinement
+    // probes; each verdict decides the next.
     let mut ladder = Ladder::new(&target.levels, target.refine_resolution, warm);
+    let early_stop = target.early_stop.then_some(&target.slo);
     let mut levels: Vec<LevelSummary> = Vec::new();
-    let judge = target.early_stop.then_some(&target.slo);
+    let mut not_measured = None;
     let mut settle = false;
     while let Some((concurrency, role)) = ladder.next() {
         if settle {
-            // The server is told of the cancelled requests only when their
-            // connections close; the next level waits for it to let them go.
+            // The server hears of the cancelled requests only when their
+            // connections close: the next level waits for it to let them go.
             tokio::select! {
                 _ = tokio::time::sleep(SETTLE_AFTER_EARLY_STOP) => {}
                 _ = cancel.cancelled() => {}
             }
         }
         if cancel.is_cancelled() {
+            not_measured = Some(format!(
+                "concurrency {concurrency} not measured: {}",
+                ending.why()
+            ));
             break;
         }
+        if concurrency > env.in_flight_total {
+            not_measured = Some(format!(
+                "concurrency {concurrency} not measured: it is above schedule.max_in_flight_total ({}), \
+                 so the level could not keep its requests in flight",
+                env.in_flight_total
+            ));
+            break;
+        }
+        let places = match run.hold_places(concurrency, target.request_timeout).await {
+            Ok(p) => p,
+            Err(why) => {
+                not_measured = Some(format!("concurrency {concurrency} not measured: {why}"));
+                break;
+            }
+        };
         let n = target
             .requests_per_level
             .count(concurrency, target.min_requests_per_level);
-        env.observer.level_started(target, workload, concurrency, n);
-        let run = run_level(&shared, concurrency, n, true, judge).await;
+        // The pool holds `concurrency` open connections before anything is
+        // counted: a connection opened during the level would count its
+        // handshake as latency.
+        run.level(concurrency, u64::from(concurrency), Pass::Pool, None)
+            .await;
+        env.observer
+            .level_started(&target, &workload, concurrency, n);
+        let measured = run.level(concurrency, n, Pass::Counted, early_stop).await;
+        drop(places);
         if cancel.is_cancelled() {
+            not_measured = Some(format!(
+                "concurrency {concurrency} not completed: {}",
+                ending.why()
+            ));
             break;
         }
-        let mut summary = level::summarize_level(concurrency, &run.samples, run.wall, &target.slo);
+        let mut summary =
+            level::summarize_level(concurrency, &measured.samples, measured.wall, &target.slo);
+        level::judge_concurrency(&mut summary, &measured.spans);
         summary.role = role;
         summary.planned_requests = n;
-        if let Some(breach) = run.stopped {
+        if let Some(breach) = measured.stopped {
             // Certain to break in full (stats::verdict): the partial level
             // is judged as the full one would be.
             summary.within_slo = false;
@@ -206,15 +363,35 @@ async fn run_workload(
             });
         }
         settle = summary.stopped_early.is_some();
-        ladder.record(concurrency, summary.within_slo);
+        ladder.record(concurrency, summary.within_slo && summary.kept_concurrency);
         levels.push(summary);
     }
     levels.sort_by_key(|l| l.concurrency);
-    // Why climbing stopped: the lowest level that broke the SLO.
+    // Why climbing stopped: the lowest level that broke the SLO or could not
+    // keep its concurrency, else what kept a level from being measured.
     let stopped_because = levels
         .iter()
-        .find(|l| !l.within_slo)
-        .map(|l| slo_breach(l, target));
+        .find(|l| !l.within_slo || !l.kept_concurrency)
+        .map(|l| {
+            if !l.within_slo {
+                slo_breach(l, &target)
+            } else {
+                format!(
+                    "concurrency {}: only {:.1} requests were in flight on average \
+                     (under {:.0}%): the client could not keep up, so the level does not count",
+                    l.concurrency,
+                    l.achieved_concurrency,
+                    level::KEPT_CONCURRENCY * 100.0
+                )
+            }
+        })
+        .or(not_measured);
+    let stopped_because = match (stopped_because, target.capped_by_max_concurrency) {
+        (None, Some(max)) => Some(format!(
+            "the target's max_concurrency ({max}) was reached: higher configured levels are not sent to it"
+        )),
+        (why, _) => why,
+    };
     let capacity = knee::capacity(&levels, target.headroom, stopped_because);
     WorkloadReport {
         workload: workload.name.clone(),
@@ -227,10 +404,12 @@ async fn run_workload(
 fn slo_breach(l: &LevelSummary, target: &Target) -> String {
     let slo = &target.slo;
     let mut why = Vec::new();
-    match l.latency_seconds.p95 {
-        None => why.push("no request succeeded".to_string()),
+    if l.outcomes.get(Outcome::Ok.as_str()).copied().unwrap_or(0) == 0 {
+        why.push("no request succeeded".to_string());
+    }
+    match l.decision_latency_seconds.p95 {
         Some(p) if p > slo.p95_latency.as_secs_f64() => why.push(format!(
-            "p95 latency {:.3}s over {}",
+            "p95 latency {:.3}s over {} (failed requests included)",
             p,
             humantime::format_duration(slo.p95_latency)
         )),
@@ -257,175 +436,4 @@ fn slo_breach(l: &LevelSummary, target: &Target) -> String {
         ));
     }
     format!("concurrency {}: {}", l.concurrency, why.join(", "))
-}
-
-struct Shared {
-    env: SweepEnv,
-    cancel: CancellationToken,
-    requests: Requests,
-}
-
-/// What every request of one target and workload shares; sweeps and gateway
-/// pairs send through it.
-pub(crate) struct Requests {
-    /// The target requests go to.
-    pub(crate) target: Arc<Target>,
-    /// The workload they belong to.
-    pub(crate) workload: Arc<Workload>,
-    url: String,
-    bodies: Vec<Bytes>,
-}
-
-impl Requests {
-    /// Bodies built once, for the target's model and token field.
-    pub(crate) fn new(target: &Arc<Target>, workload: &Arc<Workload>, base_url: &str) -> Self {
-        Requests {
-            target: target.clone(),
-            workload: workload.clone(),
-            url: format!("{base_url}/chat/completions"),
-            bodies: body::bodies(&target.model, workload, target.max_tokens_field),
-        }
-    }
-
-    /// Sends request number `i` (prompts round robin) once it has a place in
-    /// the global cap, and returns its sample with the time it ended; None
-    /// when cancelled while waiting. `counted` requests reach the observer.
-    pub(crate) async fn send(
-        &self,
-        env: &SweepEnv,
-        cancel: &CancellationToken,
-        i: u64,
-        counted: bool,
-    ) -> Option<(Sample, Instant)> {
-        // Waiting for the global cap is not latency: the clock starts in `measure`.
-        let permit = tokio::select! {
-            p = env.in_flight.acquire() => p.ok()?,
-            _ = cancel.cancelled() => return None,
-        };
-        let counted_in_flight = env.observer.in_flight();
-        let body = self
-            .bodies
-            .get((i as usize) % self.bodies.len().max(1))
-            .cloned()
-            .unwrap_or_default();
-        let spec = RequestSpec {
-            url: &self.url,
-            key: self.target.api_key.as_ref(),
-            timeout: self.target.request_timeout,
-        };
-        let sample = probe::measure(&env.client, &spec, body, cancel).await;
-        let ended = Instant::now();
-        drop(permit);
-        drop(counted_in_flight);
-        if counted {
-            env.observer.request(&self.target, &self.workload, &sample);
-        }
-        Some((sample, ended))
-    }
-}
-
-/// What one level did.
-struct LevelRun {
-    /// One sample per request sent (cancelled ones included).
-    samples: Vec<Sample>,
-    /// From the level's start to its last completion.
-    wall: Duration,
-    /// Set when the level stopped early: the limit it was certain to break.
-    stopped: Option<Breach>,
-}
-
-/// The early verdict shared by the workers of one level.
-struct Judge {
-    slo: Slo,
-    tally: Mutex<Tally>,
-    stopped: Mutex<Option<Breach>>,
-    /// Cancels the level's requests, in flight and waiting, once it is decided.
-    decided: CancellationToken,
-}
-
-impl Judge {
-    /// Records a finished request; decides the level when its break is certain.
-    fn record(&self, s: &Sample) {
-        if s.outcome == Outcome::Cancelled {
-            return;
-        }
-        let mut tally = self.tally.lock().unwrap_or_else(|e| e.into_inner());
-        tally.record(s);
-        let mut stopped = self.stopped.lock().unwrap_or_else(|e| e.into_inner());
-        if stopped.is_none() {
-            if let Some(b) = tally.certain_break(&self.slo, &[]) {
-                *stopped = Some(b);
-                self.decided.cancel();
-            }
-        }
-    }
-}
-
-/// Keeps exactly `concurrency` requests in flight (a finished one replaced at
-/// once) until `n` were sent, or, when `early_stop` gives the SLO, until the
-/// level is certain to break it (requests in flight are then cancelled).
-async fn run_level(
-    shared: &Arc<Shared>,
-    concurrency: u32,
-    n: u64,
-    counted: bool,
-    early_stop: Option<&Slo>,
-) -> LevelRun {
-    let next = Arc::new(AtomicU64::new(0));
-    let decided = shared.cancel.child_token();
-    let judge = early_stop.map(|slo| {
-        Arc::new(Judge {
-            slo: *slo,
-            tally: Mutex::new(Tally::new(n)),
-            stopped: Mutex::new(None),
-            decided: decided.clone(),
-        })
-    });
-    let start = Instant::now();
-    let mut workers = tokio::task::JoinSet::new();
-    for _ in 0..concurrency.max(1) {
-        let shared = shared.clone();
-        let next = next.clone();
-        let decided = decided.clone();
-        let judge = judge.clone();
-        workers.spawn(async move {
-            let mut mine = Vec::new();
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= n || decided.is_cancelled() {
-                    break;
-                }
-                match shared
-                    .requests
-                    .send(&shared.env, &decided, i, counted)
-                    .await
-                {
-                    Some((s, ended)) => {
-                        if let Some(j) = &judge {
-                            j.record(&s);
-                        }
-                        mine.push((s, ended));
-                    }
-                    None => break,
-                }
-            }
-            mine
-        });
-    }
-    let mut samples = Vec::with_capacity(n as usize);
-    let mut end = start;
-    while let Some(joined) = workers.join_next().await {
-        if let Ok(mine) = joined {
-            for (s, ended) in mine {
-                end = end.max(ended);
-                samples.push(s);
-            }
-        }
-    }
-    let stopped = judge.and_then(|j| *j.stopped.lock().unwrap_or_else(|e| e.into_inner()));
-    LevelRun {
-        samples,
-        wall: end - start,
-        stopped,
-    }
 }

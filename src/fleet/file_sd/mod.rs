@@ -59,14 +59,24 @@ pub fn targets(
                 continue;
             }
             let mut problems = Vec::new();
+            let mut report = |k: &str, m: String| problems.push(format!("{k}: {m}"));
             let target = config::resolve_target(
                 &tf,
                 &key,
                 &config.defaults,
                 &config.workloads,
                 env,
-                &mut |k: &str, m: String| problems.push(format!("{k}: {m}")),
+                &mut report,
             );
+            if let Some(t) = &target {
+                config::target::check_levels_within_cap(
+                    &tf,
+                    t,
+                    &key,
+                    config.max_in_flight_total,
+                    &mut report,
+                );
+            }
             match target {
                 Some(t) if problems.is_empty() => good.push(Arc::new(t)),
                 _ => invalid.push(problems.join("; ")),
@@ -391,6 +401,7 @@ mod tests {
             max_completion_tokens: 4,
             temperature: 0.0,
             prompts: vec![crate::config::prompts::Prompt::user("hi")],
+            prefix_cache: Default::default(),
         });
         let config = Arc::new(FileSdConfig {
             patterns: vec![Pattern::new("*.json", &dir).unwrap()],
@@ -404,6 +415,7 @@ mod tests {
                 ..Default::default()
             },
             workloads: [("chat".to_string(), workload)].into_iter().collect(),
+            max_in_flight_total: 64,
         });
         let mut w = Watcher::new(config);
         let env = crate::config::ProcessEnv;
