@@ -1,6 +1,8 @@
 //! Gentle sweeps, measured: the same daemon schedule of sweeps against the
 //! built-in simulated engine, fixed (every level in full, a full climb every
-//! time) versus adaptive (early verdict, warm start, and with refinement),
+//! time: llmprobe before issue 13) versus gentle (the defaults: early
+//! verdict, warm start with a full climb every 6 sweeps; then with
+//! refinement to 25% and to 1),
 //! on several engine profiles and a noisy one. Per sweep: requests sent,
 //! server busy time (some request in flight), time above the knee (the wall
 //! time of levels offering more concurrency than the engine's capacity:
@@ -89,19 +91,19 @@ const MODES: &[Mode] = &[
         full_every: None,
     },
     Mode {
-        name: "adaptive",
+        name: "gentle",
         early_stop: true,
         refine: Resolution::Off,
         full_every: Some(6),
     },
     Mode {
-        name: "adaptive+25%",
+        name: "gentle+refine25%",
         early_stop: true,
         refine: Resolution::Share(0.25),
         full_every: Some(6),
     },
     Mode {
-        name: "adaptive+1",
+        name: "gentle+refine1",
         early_stop: true,
         refine: Resolution::Count(1),
         full_every: Some(6),
@@ -258,6 +260,15 @@ async fn run_mode(p: &Profile, mode: Mode, sweeps: usize) -> Row {
     row
 }
 
+/// The 1-minute load average (the machine may be shared): a row measured
+/// under a load above the core count is suspect.
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
+}
+
 fn knees(k: &[u32]) -> String {
     let mut counts: BTreeMap<u32, usize> = BTreeMap::new();
     for x in k {
@@ -294,7 +305,13 @@ fn main() {
         if only.as_deref().is_some_and(|o| o != p.name) {
             continue;
         }
-        println!("profile {} (capacity {}: {})", p.name, p.capacity, p.about);
+        println!(
+            "profile {} (capacity {}: {}); load {}",
+            p.name,
+            p.capacity,
+            p.about,
+            load()
+        );
         println!(
             "  {:<16} {:>9} {:>9} {:>9} {:>9} {:>9}  {:<14} kinds",
             "mode", "req/sweep", "vs fixed", "busy s", "above s", "vs fixed", "knees"
