@@ -38,6 +38,12 @@ pub enum Command {
     CheckConfig,
     /// Serve the built-in simulated OpenAI-compatible engine.
     Simulate(Box<crate::sim::SimArgs>),
+    /// Write the man pages and shell completions into a folder (packaging).
+    #[command(hide = true)]
+    GenerateDocs {
+        /// Folder to write `man1/` and `completions/` into (created).
+        out: PathBuf,
+    },
 }
 
 /// Output formats of `sweep`.

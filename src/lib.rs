@@ -18,6 +18,7 @@ pub mod sweep;
 pub mod terminal;
 
 pub mod cli;
+pub mod manual;
 pub mod signals;
 
 use std::io::IsTerminal;

@@ -27,7 +27,9 @@ fn main() -> ExitCode {
     // clutter the terminal.
     let quiet = matches!(
         cli.command,
-        Some(Command::Sweep { .. }) | Some(Command::CheckConfig)
+        Some(Command::Sweep { .. })
+            | Some(Command::CheckConfig)
+            | Some(Command::GenerateDocs { .. })
     );
     init_tracing(cli.log_format, if quiet { "warn" } else { "info" });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -91,6 +93,12 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             } else {
                 ExitCode::from(2)
             })
+        }
+        Command::GenerateDocs { out } => {
+            for file in llmprobe::manual::generate(&out)? {
+                println!("{}", file.display());
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Command::Simulate(args) => {
             let (listen, sim) = (*args).into_config();
