@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 /// Keeps measuring the serving capacity of OpenAI-compatible LLM servers and
 /// exposes it to Prometheus.
 #[derive(Debug, Parser)]
-#[command(name = "llmprobe", version, about)]
+#[command(name = "llmprobe", version = crate::build_info::VERSION_LINE, about)]
 pub struct Cli {
     /// What to do (default: run the daemon).
     #[command(subcommand)]

@@ -54,7 +54,7 @@ pub fn generate(out: &Path) -> anyhow::Result<Vec<PathBuf>> {
 fn visible_command() -> clap::Command {
     let full = Cli::command();
     // Only the flags matter to a completion script; -V comes with a version.
-    let mut cmd = clap::Command::new("llmprobe").version(env!("CARGO_PKG_VERSION"));
+    let mut cmd = clap::Command::new("llmprobe").version(crate::build_info::VERSION_LINE);
     if let Some(about) = full.get_about() {
         cmd = cmd.about(about.clone());
     }
