@@ -435,6 +435,7 @@ fn deb_installs_a_working_config_unit_man_pages_and_completions() {
         "etc/default/llmprobe",
         "usr/share/llmprobe/prometheus/alerts.yml",
         "usr/share/llmprobe/prometheus/scrape.yml",
+        "usr/share/llmprobe/prometheus/fleet/recording.yml",
         "usr/share/llmprobe/grafana/dashboards/llmprobe-capacity-overview.json",
         "usr/share/llmprobe/grafana/provisioning/dashboards/llmprobe.yaml",
         "usr/share/llmprobe/examples/example.yaml",
@@ -611,10 +612,15 @@ fn tested_commands() -> Vec<String> {
         "sh -c 'set -a; . /etc/default/llmprobe; exec llmprobe check-config --config /etc/llmprobe/llmprobe.yaml'".into(),
         "systemctl restart llmprobe".into(),
         "systemctl reload llmprobe".into(),
+        "apt-get remove llmprobe".into(),
+        "apt-get purge llmprobe".into(),
         "packaging/image/build".into(),
         format!("podman load -i target/packages/llmprobe-{VERSION}.oci.tar"),
         format!("podman run -d --name llmprobe -p 9775:9775 localhost/llmprobe:{VERSION}"),
         curl.into(),
+        format!(
+            "podman run --rm localhost/llmprobe:{VERSION} sweep --config /etc/llmprobe/llmprobe.yaml"
+        ),
     ]
 }
 
@@ -783,8 +789,14 @@ fn install_doc_commands_run() {
     let commands = doc_commands();
     assert_eq!(commands, tested_commands());
     let mut ran = 0;
+    let started = Instant::now();
     let mut next = || {
         ran += 1;
+        eprintln!(
+            "[{:>5.1}s] {}",
+            started.elapsed().as_secs_f64(),
+            commands[ran - 1]
+        );
         commands[ran - 1].as_str()
     };
 
@@ -901,6 +913,30 @@ fn install_doc_commands_run() {
     let status = service.process.take().unwrap().terminate();
     assert!(status.success(), "{status}");
 
+    // --- Removing: the configuration stays until purged.
+    let dpkg = |action: &str| {
+        run_ok(
+            &format!("dpkg {action}"),
+            Command::new("dpkg")
+                .arg(format!("--root={}", root.display()))
+                .args(["--force-script-chrootless", action, "llmprobe"]),
+        )
+    };
+    assert_eq!(next(), "apt-get remove llmprobe");
+    dpkg("--remove");
+    assert!(!root.join("usr/bin/llmprobe").exists());
+    assert!(config.exists() && root.join("etc/default/llmprobe").exists());
+    assert_eq!(next(), "apt-get purge llmprobe");
+    dpkg("--purge");
+    assert!(!config.exists() && !root.join("etc/default/llmprobe").exists());
+    assert!(
+        std::fs::symlink_metadata(
+            root.join("etc/systemd/system/multi-user.target.wants/llmprobe.service")
+        )
+        .is_err(),
+        "purge left the link that enable made"
+    );
+
     // --- Container image
     let image = run_ok(
         "packaging/image/build",
@@ -932,22 +968,42 @@ fn install_doc_commands_run() {
             argv.push(word.as_str().unwrap().to_string());
         }
     }
-    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-    let user = info["Config"]["User"].as_str().expect("User");
-    let port = free_port();
-    let mut cmd = chroot(&rootfs, user, &argv);
-    for env in info["Config"]["Env"].as_array().into_iter().flatten() {
-        if let Some((k, v)) = env.as_str().and_then(|e| e.split_once('=')) {
-            cmd.env(k, v);
+    let entrypoint_len = info["Config"]["Entrypoint"].as_array().map_or(0, Vec::len);
+    // `podman run IMAGE [ARGS]`: ARGS replace the image's command.
+    let container = |args: &[&str]| {
+        let mut words: Vec<&str> = argv.iter().map(String::as_str).collect();
+        if !args.is_empty() {
+            words.truncate(entrypoint_len);
+            words.extend_from_slice(args);
         }
-    }
-    let container = Child::spawn(
-        cmd.env("LLMPROBE__LISTEN", format!("127.0.0.1:{port}"))
+        let user = info["Config"]["User"].as_str().expect("User");
+        let mut cmd = chroot(&rootfs, user, &words);
+        for env in info["Config"]["Env"].as_array().into_iter().flatten() {
+            if let Some((k, v)) = env.as_str().and_then(|e| e.split_once('=')) {
+                cmd.env(k, v);
+            }
+        }
+        cmd
+    };
+    let port = free_port();
+    let daemon = Child::spawn(
+        container(&[])
+            .env("LLMPROBE__LISTEN", format!("127.0.0.1:{port}"))
             .stderr(Stdio::null()),
     );
     curl_knee(next(), port);
-    let status = container.terminate();
+    let status = daemon.terminate();
     assert!(status.success(), "{status}");
+
+    let sweep = next();
+    let args: Vec<&str> = sweep
+        .strip_prefix(&format!("podman run --rm {}", image_name()))
+        .expect("podman run --rm IMAGE ARGS")
+        .split_whitespace()
+        .collect();
+    assert_eq!(args, ["sweep", "--config", "/etc/llmprobe/llmprobe.yaml"]);
+    let table = run_ok("sweep in the image", &mut container(&args));
+    assert!(table.contains("simulated"), "{table}");
     assert_eq!(ran, commands.len(), "commands of the page not run");
 }
 
