@@ -37,6 +37,8 @@ defaults:
   requests_per_level: {per_level}
   min_requests_per_level: 1
   request_timeout: 2s
+  # Whole levels: the cases count every request of a failing level.
+  early_stop: false
   slo: {slo}
 workloads:
   chat:
