@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
 use llmprobe::metrics::Metrics;
-use llmprobe::probe::client;
+use llmprobe::probe::tls;
 use llmprobe::schedule::endpoint;
 use llmprobe::stats::report::SweepReport;
 use llmprobe::sweep::{Observer, SweepEnv};
@@ -659,7 +659,7 @@ impl Harness {
         let registry = prometheus::Registry::new();
         let metrics = Arc::new(Metrics::new(&registry).unwrap());
         let env = SweepEnv {
-            client: client::Client::new(llmprobe::CONNECT_TIMEOUT).unwrap(),
+            clients: tls::Clients::new(llmprobe::CONNECT_TIMEOUT).unwrap(),
             in_flight: Arc::new(Semaphore::new(16)),
             cancel: CancellationToken::new(),
             observer: Arc::new(Feed(metrics.clone())),

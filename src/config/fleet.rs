@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::defaults;
-use super::file::{DefaultsFile, FileConfig, FileSdFile, ShardFile, TemplateFile};
+use super::file::{FileConfig, FileSdFile, ShardFile, TemplateFile};
 use super::labels::{is_label_name, is_usable_label};
-use super::load::Env;
+use super::load::{Checks, Env};
 use super::resolved::{FileSdConfig, FleetConfig, Pattern, Shard, Workload};
-use super::target::resolve_target;
+use super::target::{resolve_target, Context};
 use super::template::target_file;
 use super::MAX_SHARDS;
 
@@ -23,15 +23,20 @@ pub fn resolve_fleet(
     base_dir: &Path,
     workloads: &BTreeMap<String, Arc<Workload>>,
     env: &dyn Env,
+    checks: &Checks,
     bad: &mut dyn FnMut(&str, String),
 ) -> FleetConfig {
+    let ctx = Context {
+        defaults: &file.defaults,
+        workloads,
+        base_dir,
+        env,
+        checks,
+    };
     let file_sd = resolve_file_sd(
         file.file_sd.as_ref(),
         file.target_template.as_ref(),
-        base_dir,
-        &file.defaults,
-        workloads,
-        env,
+        &ctx,
         bad,
     );
     FleetConfig {
@@ -42,16 +47,15 @@ pub fn resolve_fleet(
 
 /// Validates `file_sd:` and `target_template:`, reporting through `bad`.
 /// The template is tried on a placeholder entry, so that a missing workload
-/// or an unset key variable is found at load time, not on every entry.
+/// or an unset key variable is found at load time, not on every entry (and
+/// its TLS files are checked once: every entry shares them).
 pub fn resolve_file_sd(
     file_sd: Option<&FileSdFile>,
     template: Option<&TemplateFile>,
-    base_dir: &Path,
-    defaults: &DefaultsFile,
-    workloads: &BTreeMap<String, Arc<Workload>>,
-    env: &dyn Env,
+    ctx: &Context<'_>,
     bad: &mut dyn FnMut(&str, String),
 ) -> Option<FileSdConfig> {
+    let base_dir = ctx.base_dir;
     let Some(fs) = file_sd else {
         if template.is_some() {
             bad(
@@ -90,24 +94,20 @@ pub fn resolve_file_sd(
     }
     // A placeholder entry shows the problems every entry would have.
     let placeholder = BTreeMap::new();
+    let mut tls = None;
     match target_file(&template, "template.invalid:80", &placeholder) {
         Ok(mut t) => {
             if t.model.is_none() {
                 t.model = Some("placeholder".into());
             }
             let mut found = false;
-            resolve_target(
-                &t,
-                "target_template",
-                defaults,
-                workloads,
-                env,
-                &mut |k: &str, m: String| {
+            let resolved =
+                resolve_target(&t, "target_template", ctx, &mut |k: &str, m: String| {
                     found = true;
                     bad(k, m)
-                },
-            );
+                });
             ok &= !found;
+            tls = resolved.and_then(|t| t.tls);
         }
         Err(_) => {
             // Only entry-specific problems remain (the label checks above
@@ -118,8 +118,10 @@ pub fn resolve_file_sd(
         patterns,
         refresh_interval,
         template,
-        defaults: defaults.clone(),
-        workloads: workloads.clone(),
+        defaults: ctx.defaults.clone(),
+        workloads: ctx.workloads.clone(),
+        base_dir: base_dir.to_path_buf(),
+        tls,
     })
 }
 

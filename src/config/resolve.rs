@@ -14,7 +14,7 @@ use super::load::{Checks, ConfigError, Env};
 use super::prompts::{self, Prompt};
 use super::resolved::{Config, GatewayPair, Schedule, Target, TlsFiles, Web, Workload};
 use super::secret::Secret;
-use super::target::resolve_target;
+use super::target::{resolve_target, Context};
 use super::MAX_INTERVAL;
 
 /// Validates a decoded file and applies defaults, collecting every problem
@@ -182,7 +182,14 @@ pub fn resolve_with(
             bad(&k("name"), format!("duplicate target name `{}`", t.name));
         }
 
-        if let Some(target) = resolve_target(t, &key, d, &workloads, env, &mut bad) {
+        let ctx = Context {
+            defaults: d,
+            workloads: &workloads,
+            base_dir,
+            env,
+            checks,
+        };
+        if let Some(target) = resolve_target(t, &key, &ctx, &mut bad) {
             targets.push(Arc::new(target));
         }
     }
@@ -191,7 +198,7 @@ pub fn resolve_with(
 
     let web = resolve_web(&file.web, base_dir, checks, &mut bad);
 
-    let fleet = resolve_fleet(&file, base_dir, &workloads, env, &mut bad);
+    let fleet = resolve_fleet(&file, base_dir, &workloads, env, checks, &mut bad);
 
     if problems.is_empty() {
         Ok(Config {

@@ -33,6 +33,19 @@ pub(crate) enum Job {
     },
 }
 
+impl Job {
+    /// The targets the job sends requests to.
+    pub(crate) fn targets(&self) -> impl Iterator<Item = &Arc<Target>> {
+        let (first, second) = match self {
+            Job::Target(t) => (t, None),
+            Job::Pair {
+                direct, through, ..
+            } => (direct, Some(through)),
+        };
+        std::iter::once(first).chain(second)
+    }
+}
+
 /// A job with its endpoints reached, held for the loop's lifetime
 /// (dropping it stops a simulated engine started for the job).
 enum Reached<'a> {
@@ -225,7 +238,7 @@ async fn wait_until_idle(
     cancel: &CancellationToken,
 ) -> bool {
     loop {
-        match idle_gate::read(&env.client, gate).await {
+        match idle_gate::read(env.clients.for_target(target), gate).await {
             Ok(v) if v <= gate.max_value => return true,
             Ok(v) => {
                 metrics.sweep_postponed(&target.name);

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Target, Workload};
 use crate::probe::body;
-use crate::probe::client::Client;
+use crate::probe::tls::Clients;
 use crate::probe::exchange::{self as probe, RequestSpec};
 use crate::stats::knee;
 use crate::stats::level;
@@ -48,8 +48,8 @@ impl Observer for NoObserver {}
 /// What every sweep shares.
 #[derive(Clone)]
 pub struct SweepEnv {
-    /// The HTTP client (connections pooled across sweeps).
-    pub client: Client,
+    /// The HTTP clients, one per TLS setting (connections pooled across sweeps).
+    pub clients: Clients,
     /// Global cap on requests in flight across all targets.
     pub in_flight: Arc<Semaphore>,
     /// Cancels everything on shutdown or reload.
@@ -67,7 +67,7 @@ pub async fn run(
 ) -> SweepReport {
     let started = Instant::now();
     let setup = crate::probe::setup::discover(
-        &env.client,
+        env.clients.for_target(target),
         base_url,
         target.api_key.as_ref(),
         &target.model,
@@ -262,7 +262,7 @@ impl Requests {
             key: self.target.api_key.as_ref(),
             timeout: self.target.request_timeout,
         };
-        let sample = probe::measure(&env.client, &spec, body, cancel).await;
+        let sample = probe::measure(env.clients.for_target(&self.target), &spec, body, cancel).await;
         let ended = Instant::now();
         drop(permit);
         drop(counted_in_flight);

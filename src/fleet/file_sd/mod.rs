@@ -59,14 +59,17 @@ pub fn targets(
                 continue;
             }
             let mut problems = Vec::new();
-            let target = config::resolve_target(
-                &tf,
-                &key,
-                &config.defaults,
-                &config.workloads,
+            // The TLS files were checked at load, on the template.
+            let ctx = config::Context {
+                defaults: &config.defaults,
+                workloads: &config.workloads,
+                base_dir: &config.base_dir,
                 env,
-                &mut |k: &str, m: String| problems.push(format!("{k}: {m}")),
-            );
+                checks: &config::Checks::NONE,
+            };
+            let target = config::resolve_target(&tf, &key, &ctx, &mut |k: &str, m: String| {
+                problems.push(format!("{k}: {m}"))
+            });
             match target {
                 Some(t) if problems.is_empty() => good.push(Arc::new(t)),
                 _ => invalid.push(problems.join("; ")),
@@ -404,6 +407,8 @@ mod tests {
                 ..Default::default()
             },
             workloads: [("chat".to_string(), workload)].into_iter().collect(),
+            base_dir: dir.clone(),
+            tls: None,
         });
         let mut w = Watcher::new(config);
         let env = crate::config::ProcessEnv;
