@@ -193,10 +193,12 @@ fn reload_config(
 ) -> Result<(), String> {
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Reloading]);
     // The new clients read the TLS files again (a renewed certificate).
-    let loaded = load_config(path).map_err(|e| e.to_string()).and_then(|new| {
-        let clients = scheduler.clients().for_config(&new)?;
-        Ok((new, clients))
-    });
+    let loaded = load_config(path)
+        .map_err(|e| e.to_string())
+        .and_then(|new| {
+            let clients = scheduler.clients().for_config(&new)?;
+            Ok((new, clients))
+        });
     let result = match loaded {
         Ok((new, clients)) => {
             if new.listen != current.listen {

@@ -101,11 +101,10 @@ pub fn resolve_file_sd(
                 t.model = Some("placeholder".into());
             }
             let mut found = false;
-            let resolved =
-                resolve_target(&t, "target_template", ctx, &mut |k: &str, m: String| {
-                    found = true;
-                    bad(k, m)
-                });
+            let resolved = resolve_target(&t, "target_template", ctx, &mut |k: &str, m: String| {
+                found = true;
+                bad(k, m)
+            });
             ok &= !found;
             tls = resolved.and_then(|t| t.tls);
         }

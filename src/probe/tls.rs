@@ -22,10 +22,14 @@ pub fn check(tls: &ClientTls) -> Result<(), (TlsKey, String)> {
     Files::read(tls)?.client_config().map(|_| ())
 }
 
+/// A file's path as shown in messages, and its contents.
+type Read = (String, Vec<u8>);
+
 /// The contents of a [`ClientTls`]'s files.
 struct Files {
-    ca: Option<(String, Vec<u8>)>,
-    identity: Option<((String, Vec<u8>), (String, Vec<u8>))>,
+    ca: Option<Read>,
+    /// Client certificate and key.
+    identity: Option<(Read, Read)>,
 }
 
 impl Files {
@@ -223,11 +227,17 @@ mod tests {
 
         let (key, e) = check(&tls(Some(&s(&missing)), None)).unwrap_err();
         assert_eq!(key, TlsKey::CaFile);
-        assert!(e.starts_with(&format!("cannot read `{}`: ", missing.display())), "{e}");
+        assert!(
+            e.starts_with(&format!("cannot read `{}`: ", missing.display())),
+            "{e}"
+        );
 
         let (key, e) = check(&tls(Some(&s(&not_pem)), None)).unwrap_err();
         assert_eq!(key, TlsKey::CaFile);
-        assert_eq!(e, format!("`{}` holds no PEM certificate", not_pem.display()));
+        assert_eq!(
+            e,
+            format!("`{}` holds no PEM certificate", not_pem.display())
+        );
 
         let (key, e) = check(&tls(None, Some((&s(&not_pem), &s(&missing))))).unwrap_err();
         assert_eq!(key, TlsKey::KeyFile, "{e}");

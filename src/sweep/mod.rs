@@ -14,8 +14,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Target, Workload};
 use crate::probe::body;
-use crate::probe::tls::Clients;
 use crate::probe::exchange::{self as probe, RequestSpec};
+use crate::probe::tls::Clients;
 use crate::stats::knee;
 use crate::stats::level;
 use crate::stats::report::{LevelSummary, SweepReport, WorkloadReport};
@@ -262,7 +262,8 @@ impl Requests {
             key: self.target.api_key.as_ref(),
             timeout: self.target.request_timeout,
         };
-        let sample = probe::measure(env.clients.for_target(&self.target), &spec, body, cancel).await;
+        let sample =
+            probe::measure(env.clients.for_target(&self.target), &spec, body, cancel).await;
         let ended = Instant::now();
         drop(permit);
         drop(counted_in_flight);
