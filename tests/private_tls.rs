@@ -5,7 +5,11 @@
 
 mod support;
 
+use std::time::Duration;
+
 use support::config::{write_config, Yaml};
+use support::daemon::Daemon;
+use support::exposition::metric;
 use support::server::{start_tls, Behavior};
 use support::sweep::sweep_one;
 use support::tls::Pki;
@@ -92,6 +96,37 @@ async fn mutual_tls_passes_a_server_that_requires_a_client_certificate() {
     );
     assert_eq!(l.outcomes["ok"], 0);
     assert_eq!(server.requests(), 4);
+}
+
+/// A CA file replaced on disk is read again on reload, and the loop of the
+/// target that uses it (its settings otherwise unchanged) restarts with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_picks_up_a_renewed_ca_file() {
+    let pki = Pki::new();
+    let server = start_tls(Behavior::default(), pki.server_config(false)).await;
+    let ca = pki.dir.join("trusted.pem");
+    std::fs::copy(&pki.other_ca, &ca).unwrap();
+    let path = write_config(&config(&server.https_base_url(), &line("ca_file", &ca)));
+    let d = Daemon::start(path).await;
+    let count = |t: &str, outcome: &str| {
+        metric(t, "llmprobe_requests_total", &[("outcome", outcome)]).unwrap_or(0.0)
+    };
+    let wait = Duration::from_secs(20);
+    let text = d
+        .wait_for(wait, "refused handshakes", |t| {
+            count(t, "connect_error") > 0.0
+        })
+        .await;
+    assert_eq!(count(&text, "ok"), 0.0);
+
+    std::fs::copy(&pki.ca, &ca).unwrap();
+    d.signal_reload().await;
+    d.wait_for(wait, "requests through the renewed CA", |t| {
+        count(t, "ok") > 0.0
+    })
+    .await;
+    assert!(server.requests() > 0);
+    d.stop().await;
 }
 
 #[test]

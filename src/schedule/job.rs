@@ -33,19 +33,6 @@ pub(crate) enum Job {
     },
 }
 
-impl Job {
-    /// The targets the job sends requests to.
-    pub(crate) fn targets(&self) -> impl Iterator<Item = &Arc<Target>> {
-        let (first, second) = match self {
-            Job::Target(t) => (t, None),
-            Job::Pair {
-                direct, through, ..
-            } => (direct, Some(through)),
-        };
-        std::iter::once(first).chain(second)
-    }
-}
-
 /// A job with its endpoints reached, held for the loop's lifetime
 /// (dropping it stops a simulated engine started for the job).
 enum Reached<'a> {
@@ -113,6 +100,17 @@ pub(crate) async fn run(
 }
 
 impl Job {
+    /// The targets the job sends requests to.
+    pub(crate) fn targets(&self) -> impl Iterator<Item = &Arc<Target>> {
+        let (first, second) = match self {
+            Job::Target(t) => (t, None),
+            Job::Pair {
+                direct, through, ..
+            } => (direct, Some(through)),
+        };
+        std::iter::once(first).chain(second)
+    }
+
     /// Resolves the job's endpoints, starting simulated engines; None (and
     /// logged) when one cannot be reached.
     async fn reach(&self) -> Option<Reached<'_>> {
