@@ -383,6 +383,18 @@ pub fn explain(config: &Config) -> String {
             t.warmup_requests,
             humantime::format_duration(t.request_timeout)
         );
+        if let Some(tls) = &t.tls {
+            let _ = writeln!(
+                out,
+                "  TLS: roots {}; client certificate {}",
+                tls.ca_file
+                    .as_ref()
+                    .map_or("built-in".into(), |f| format!("from {}", f.display())),
+                tls.identity
+                    .as_ref()
+                    .map_or("none".into(), |i| i.cert_file.display().to_string())
+            );
+        }
         let _ = writeln!(
             out,
             "  SLO: p95 latency <= {}, shed ratio <= {}, error ratio <= {}; recommended max_in_flight = floor(knee x {})",

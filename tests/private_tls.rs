@@ -78,7 +78,15 @@ async fn mutual_tls_passes_a_server_that_requires_a_client_certificate() {
         line("cert_file", &pki.client_cert),
         line("key_file", &pki.client_key)
     );
-    let r = sweep_one(&config(&url, &format!("{ca}{identity}"))).await;
+    let yaml = config(&url, &format!("{ca}{identity}"));
+    let explained = llmprobe::explain(&support::config::load(&yaml));
+    let roots = format!(
+        "TLS: roots from {}; client certificate {}",
+        pki.ca.display(),
+        pki.client_cert.display()
+    );
+    assert!(explained.contains(&roots), "{explained}");
+    let r = sweep_one(&yaml).await;
     assert!(r.success, "{:?}", r.error);
     assert_eq!(r.workloads[0].levels[0].outcomes["ok"], 4);
     assert_eq!(server.requests(), 4);
