@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
@@ -242,14 +242,14 @@ pub async fn sweep_once(
     } else {
         Arc::new(NoObserver)
     };
-    let env = SweepEnv {
-        clients: probe::tls::Clients::new(CONNECT_TIMEOUT)
+    let env = SweepEnv::new(
+        probe::tls::Clients::new(CONNECT_TIMEOUT)
             .and_then(|c| c.for_config(config))
             .map_err(anyhow::Error::msg)?,
-        in_flight: Arc::new(Semaphore::new(config.schedule.max_in_flight_total as usize)),
-        cancel: CancellationToken::new(),
+        config.schedule.max_in_flight_total,
+        CancellationToken::new(),
         observer,
-    };
+    );
     let mut reports = Vec::new();
     for target in &config.targets {
         if !only.is_empty() && !only.contains(&target.name) {
@@ -282,14 +282,14 @@ pub async fn measure_pairs_once(
     only: &[String],
     progress: bool,
 ) -> anyhow::Result<Vec<PairReport>> {
-    let env = SweepEnv {
-        clients: probe::tls::Clients::new(CONNECT_TIMEOUT)
+    let env = SweepEnv::new(
+        probe::tls::Clients::new(CONNECT_TIMEOUT)
             .and_then(|c| c.for_config(config))
             .map_err(anyhow::Error::msg)?,
-        in_flight: Arc::new(Semaphore::new(config.schedule.max_in_flight_total as usize)),
-        cancel: CancellationToken::new(),
-        observer: Arc::new(NoObserver),
-    };
+        config.schedule.max_in_flight_total,
+        CancellationToken::new(),
+        Arc::new(NoObserver),
+    );
     let mut reports = Vec::new();
     for pair in &config.gateway_pairs {
         let selected = |name: &String| only.is_empty() || only.contains(name);
@@ -403,14 +403,31 @@ pub fn explain(config: &Config) -> String {
             t.slo.max_error_ratio,
             t.headroom
         );
+        let _ = writeln!(
+            out,
+            "  output limit: {}",
+            match t.max_tokens_field {
+                Some(f) => format!("sent as `{}` (configured)", f.as_str()),
+                None =>
+                    "sent as `max_completion_tokens`, checked at warm-up (`max_tokens`, then both, \
+                         if the server does not honour it); set max_tokens_field to skip the check"
+                        .to_string(),
+            }
+        );
         for w in &t.workloads {
             let _ = writeln!(
                 out,
-                "  workload {}: {} prompts, max {} output tokens, temperature {}",
+                "  workload {}: {} prompts, max {} output tokens, temperature {}, prefix cache: {}",
                 w.name,
                 w.prompts.len(),
                 w.max_completion_tokens,
-                w.temperature
+                w.temperature,
+                match w.prefix_cache {
+                    config::PrefixCache::Unique => "unique (a new marker starts every prompt)",
+                    config::PrefixCache::Shared => "shared (prompts sent as written)",
+                    config::PrefixCache::SharedSystemPrompt =>
+                        "shared system prompt (a new marker starts the first message after it)",
+                }
             );
         }
     }

@@ -119,6 +119,9 @@ pub fn table(reports: &[SweepReport]) -> String {
             };
             let _ = writeln!(out, "  server: {}; {listed}", server.trim_end());
         }
+        if let Some(line) = output_limit(r) {
+            let _ = writeln!(out, "  {line}");
+        }
         if let Some(e) = &r.error {
             let _ = writeln!(out, "  sweep failed: {e}");
         }
@@ -126,8 +129,9 @@ pub fn table(reports: &[SweepReport]) -> String {
             let _ = writeln!(out, "\n  workload {}", w.workload);
             let _ = writeln!(
                 out,
-                "  {:>5} {:>5} {:>5} {:>5} {:>5} {:>9} {:>9} {:>11} {:>9} {:>12}",
+                "  {:>5} {:>9} {:>5} {:>5} {:>5} {:>5} {:>9} {:>9} {:>11} {:>9} {:>12} {:>5}",
                 "conc",
+                "in flight",
                 "reqs",
                 "ok",
                 "shed",
@@ -136,13 +140,15 @@ pub fn table(reports: &[SweepReport]) -> String {
                 "ttft p95",
                 "gen p50 t/s",
                 "lat p95",
-                "thru tok/s"
+                "thru tok/s",
+                "conns"
             );
             for l in &w.levels {
                 let _ = writeln!(
                     out,
-                    "  {:>5} {:>5} {:>5} {:>5} {:>5} {:>9} {:>9} {:>11} {:>9} {:>12.1}{}",
+                    "  {:>5} {:>9.1} {:>5} {:>5} {:>5} {:>5} {:>9} {:>9} {:>11} {:>9} {:>12.1} {:>5}{}",
                     l.concurrency,
+                    l.achieved_concurrency,
                     l.requests,
                     l.count(Outcome::Ok),
                     l.shed(),
@@ -152,14 +158,17 @@ pub fn table(reports: &[SweepReport]) -> String {
                     num(l.generation_tokens_per_second.p50),
                     secs(l.latency_seconds.p95),
                     l.throughput_tokens_per_second,
-                    if l.within_slo { "" } else { "  <- over SLO" },
+                    l.new_connections,
+                    level_mark(l),
                 );
             }
             let c = &w.capacity;
             let _ = writeln!(
                 out,
                 "  knee: {}   recommended max_in_flight: {}   throughput at knee: {:.1} tok/s",
-                c.knee_concurrency, c.recommended_max_in_flight, c.throughput_tokens_per_second
+                knee(c),
+                c.recommended_max_in_flight,
+                c.throughput_tokens_per_second
             );
             let _ = writeln!(out, "  saturation: {}", saturation(c));
             if let Some(why) = &c.stopped_because {
@@ -172,6 +181,42 @@ pub fn table(reports: &[SweepReport]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// The knee as it should be read: "≥ 32" when no measured level broke the
+/// SLO (capacity at least that, not measured higher).
+pub fn knee(c: &Capacity) -> String {
+    if c.knee_is_lower_bound {
+        format!("≥ {}", c.knee_concurrency)
+    } else {
+        c.knee_concurrency.to_string()
+    }
+}
+
+/// What marks a level that does not count toward the knee.
+fn level_mark(l: &LevelSummary) -> &'static str {
+    if !l.within_slo {
+        "  <- over SLO"
+    } else if !l.kept_concurrency {
+        "  <- concurrency not kept"
+    } else {
+        ""
+    }
+}
+
+/// Which request field carried the output limit, and why, in words.
+pub fn output_limit(r: &SweepReport) -> Option<String> {
+    let o = &r.output_limit;
+    if o.field.is_empty() {
+        return None;
+    }
+    let how = match (o.source.as_str(), &o.note) {
+        ("detected", Some(note)) => format!("found at warm-up: {note}"),
+        ("default", None) => "the default, checked at warm-up".to_string(),
+        ("default", Some(note)) => format!("the default; {note}"),
+        (source, _) => source.to_string(),
+    };
+    Some(format!("output limit sent as `{}` ({how})", o.field))
 }
 
 /// Where throughput stopped growing, in words.
@@ -218,6 +263,30 @@ pub fn notes(w: &WorkloadReport) -> Vec<String> {
     if per_chunk > 1.05 {
         out.push(format!(
             "note: chunks carry up to {per_chunk:.1} tokens each; inter-token latency is measured per chunk"
+        ));
+    }
+    let untrusted: u64 = w.levels.iter().map(|l| l.usage_disagreements).sum();
+    if untrusted > 0 {
+        out.push(format!(
+            "warning: {untrusted} streams reported 0 completion tokens although they carried content; chunks were counted instead"
+        ));
+    }
+    let cached: u64 = w.levels.iter().map(|l| l.cached_prompt_tokens).sum();
+    if cached > 0 {
+        out.push(format!(
+            "note: the server served {cached} prompt tokens from its prefix cache"
+        ));
+    }
+    let opened: u64 = w.levels.iter().map(|l| l.new_connections).sum();
+    if opened > 0 {
+        let p95 = w
+            .levels
+            .iter()
+            .filter_map(|l| l.connect_seconds.p95)
+            .fold(0.0, f64::max);
+        out.push(format!(
+            "note: {opened} counted requests opened a new connection (connect p95 up to {}), timed apart in `conns`",
+            secs(Some(p95))
         ));
     }
     let cut: u64 = w

@@ -584,3 +584,41 @@ fn links_outside_code_are_found_and_code_is_skipped() {
     assert!(doc.anchors.contains("title"));
     assert!(doc.anchors.contains("setext"));
 }
+
+/// Source paths named in the documents (`src/probe/exchange.rs`), in code
+/// spans or prose, exist: a file moved in a refactor must not leave the
+/// reader looking for it.
+#[test]
+fn every_source_path_named_in_the_markdown_files_exists() {
+    let root = repo();
+    let mut files = Vec::new();
+    markdown_files(&root, &root, &mut files);
+    let mut missing = Vec::new();
+    for file in &files {
+        let text = fs::read_to_string(file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let mut rest = line;
+            while let Some(at) = rest.find("src/") {
+                // Only a path that starts a word: not `foo/src/...`.
+                let starts_word = at == 0
+                    || !rest[..at].chars().next_back().is_some_and(|c| {
+                        c.is_ascii_alphanumeric() || c == '/' || c == '_' || c == '-' || c == '.'
+                    });
+                let path: String = rest[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '_' | '.' | '-'))
+                    .collect();
+                let path = path.trim_end_matches('.');
+                if starts_word && path.ends_with(".rs") && !root.join(path).exists() {
+                    missing.push(format!("{}:{}: {path}", rel(&root, file), n + 1));
+                }
+                rest = &rest[at + 4..];
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "source paths that do not exist:\n{}",
+        missing.join("\n")
+    );
+}

@@ -54,11 +54,19 @@ fn level(concurrency: u32, prompt_scale: f64) -> LevelSummary {
         throughput_tokens_per_second: if ok == 0 { 0.0 } else { 60.0 * c.sqrt() },
         output_tokens: ok * 256,
         prompt_tokens: ok * 40,
+        cached_prompt_tokens: 0,
         wall_seconds: 12.5,
         token_source: "usage",
         tokens_per_content_chunk: None,
         streams_without_finish_reason: 0,
         error_examples: Default::default(),
+        decision_latency_seconds: Default::default(),
+        achieved_concurrency: f64::from(concurrency),
+        littles_law_concurrency: f64::from(concurrency),
+        kept_concurrency: true,
+        new_connections: 0,
+        connect_seconds: Default::default(),
+        usage_disagreements: 0,
         within_slo: concurrency < 8,
     }
 }
@@ -76,6 +84,7 @@ fn report(target: &str, model: &str, success: bool) -> SweepReport {
                 saturation_concurrency: (scale > 1.0).then_some(4),
                 saturated_before_knee: scale > 1.0,
                 stopped_because: Some("level 8: shed ratio 0.17 > 0.05".to_string()),
+                knee_is_lower_bound: false,
             },
         })
         .collect();
@@ -87,6 +96,7 @@ fn report(target: &str, model: &str, success: bool) -> SweepReport {
         duration_seconds: 312.5,
         finished_at_unix_seconds: 1_717_000_000.25,
         setup: Default::default(),
+        output_limit: Default::default(),
         workloads,
     }
 }
@@ -126,9 +136,13 @@ fn ok_sample(ms: u64) -> Sample {
         output_tokens: 256,
         token_source: TokenSource::Usage,
         prompt_tokens: Some(40),
+        cached_prompt_tokens: None,
         content_chunks: 256,
         finish_reason_seen: true,
         error: None,
+        elapsed: Duration::from_millis(ms * 30),
+        connect: None,
+        usage_disagreed: false,
     }
 }
 

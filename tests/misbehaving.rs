@@ -27,7 +27,6 @@ use support::exposition::{metric, metric_sum};
 use support::ports::refusing_base_url;
 use support::raw::{self, content, finish, good_stream, response, usage, DONE, SSE_HEAD};
 use support::server::{start, Behavior};
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 /// Requests per level; two levels (2 and 4 in flight) when the first holds.
@@ -157,7 +156,10 @@ fn cases() -> Vec<Case> {
             "timeout",
             vec![
                 Success(true, "a timeout is a measurement, not a failed sweep"),
-                ChatRequests(PER_LEVEL),
+                // Each request sent once: the level's, and the uncounted ones
+                // before it (the output-limit check, one per place to open
+                // the level's connections).
+                ChatRequests(1 + 2 + PER_LEVEL),
             ],
         ),
         case(
@@ -658,12 +660,12 @@ impl Harness {
     fn new() -> Self {
         let registry = prometheus::Registry::new();
         let metrics = Arc::new(Metrics::new(&registry).unwrap());
-        let env = SweepEnv {
-            clients: tls::Clients::new(llmprobe::CONNECT_TIMEOUT).unwrap(),
-            in_flight: Arc::new(Semaphore::new(16)),
-            cancel: CancellationToken::new(),
-            observer: Arc::new(Feed(metrics.clone())),
-        };
+        let env = SweepEnv::new(
+            tls::Clients::new(llmprobe::CONNECT_TIMEOUT).unwrap(),
+            16,
+            CancellationToken::new(),
+            Arc::new(Feed(metrics.clone())),
+        );
         Harness { env, metrics }
     }
 
@@ -706,7 +708,12 @@ impl Harness {
             );
         }
         if outcome == "ok" {
-            assert_eq!(w.levels.len(), 2, "both levels within the SLO");
+            assert_eq!(
+                w.levels.len(),
+                2,
+                "both levels within the SLO: {:?}",
+                w.capacity.stopped_because
+            );
         } else {
             assert_eq!(w.levels.len(), 1, "climbing stops at the first level");
             assert_eq!(w.capacity.knee_concurrency, 0);

@@ -16,7 +16,8 @@ use std::time::Duration;
 use llmprobe::metrics::{FleetMetrics, Metrics};
 use llmprobe::probe::setup::Setup;
 use llmprobe::stats::report::{
-    Capacity, LevelSummary, PairReport, Percentiles, SideSummary, SweepReport, WorkloadReport,
+    Capacity, LevelSummary, OutputLimit, PairReport, Percentiles, SideSummary, SweepReport,
+    WorkloadReport,
 };
 use llmprobe::stats::sample::{Outcome, Sample, TokenSource};
 
@@ -78,11 +79,26 @@ fn level(concurrency: u32, ok: u64, failures: &[(Outcome, u64, &str)]) -> LevelS
         throughput_tokens_per_second: if ok == 0 { 0.0 } else { 51.2 * c.sqrt() },
         output_tokens: ok * 64,
         prompt_tokens: ok * 12,
+        cached_prompt_tokens: 0,
         wall_seconds: 2.5 * c.sqrt(),
         token_source: if concurrency == 4 { "chunks" } else { "usage" },
         tokens_per_content_chunk: (concurrency != 4).then_some(1.0 + c / 10.0),
         streams_without_finish_reason: u64::from(concurrency == 2),
         error_examples,
+        decision_latency_seconds: Percentiles {
+            count: (ok + errors) as usize,
+            ..p(1.25 * c.sqrt())
+        },
+        achieved_concurrency: c * 0.96,
+        littles_law_concurrency: c * 0.9,
+        kept_concurrency: true,
+        new_connections: u64::from(concurrency == 1),
+        connect_seconds: if concurrency == 1 {
+            pct(1, 0.0015, 0.0015, 0.0015)
+        } else {
+            Percentiles::default()
+        },
+        usage_disagreements: u64::from(concurrency == 4),
         within_slo: shed + errors == 0,
     }
 }
@@ -102,6 +118,14 @@ fn good_report() -> SweepReport {
             server_version: "0.6.3".to_string(),
             models: vec!["qwen2.5:7b".to_string(), "llama3.1:8b".to_string()],
             model_listed: Some(true),
+        },
+        output_limit: OutputLimit {
+            field: "max_tokens".to_string(),
+            source: "detected".to_string(),
+            note: Some(
+                "with `max_completion_tokens`, the server sent 48 content chunks for a limit of 16 tokens"
+                    .to_string(),
+            ),
         },
         workloads: vec![
             WorkloadReport {
@@ -126,6 +150,7 @@ fn good_report() -> SweepReport {
                     saturation_concurrency: Some(4),
                     saturated_before_knee: true,
                     stopped_because: Some("concurrency 8: shed ratio 0.250 over 0.05".to_string()),
+                    knee_is_lower_bound: false,
                 },
             },
             WorkloadReport {
@@ -156,6 +181,7 @@ fn good_report() -> SweepReport {
                         "concurrency 2: p95 latency 3.094s over 3s, error ratio 0.200 over 0.05"
                             .to_string(),
                     ),
+                    knee_is_lower_bound: false,
                 },
             },
         ],
@@ -178,6 +204,7 @@ fn failed_report() -> SweepReport {
             models: vec!["other-model".to_string()],
             model_listed: Some(false),
         },
+        output_limit: Default::default(),
         workloads: vec![WorkloadReport {
             workload: "short-chat".to_string(),
             levels: vec![level(
@@ -192,6 +219,7 @@ fn failed_report() -> SweepReport {
                 saturation_concurrency: None,
                 saturated_before_knee: false,
                 stopped_because: Some("concurrency 1: no request succeeded".to_string()),
+                knee_is_lower_bound: false,
             },
         }],
     }
@@ -273,9 +301,13 @@ fn sample(outcome: Outcome, ttft_ms: u64, latency_ms: u64) -> Sample {
         output_tokens: 64,
         token_source: TokenSource::Usage,
         prompt_tokens: Some(12),
+        cached_prompt_tokens: None,
         content_chunks: 64,
         finish_reason_seen: true,
         error: None,
+        elapsed: Duration::from_millis(latency_ms),
+        connect: None,
+        usage_disagreed: false,
     }
 }
 

@@ -18,7 +18,8 @@ const PROMPT: &str = "Summarise the benefits of a private AI server.";
 fn predicted_knee(sim_yaml: &str, slo: Duration) -> u32 {
     let cfg: SimConfig = serde_json::from_value(yaml_to_json(sim_yaml)).unwrap();
     let p = cfg.resolve().unwrap();
-    let prompt = count_tokens(PROMPT);
+    // As sent: every request's prompt starts with its own marker.
+    let prompt = count_tokens(&format!("{}{PROMPT}", llmprobe::probe::body::marker(0)));
     let mut knee = 0;
     let batch = p.effective_batch(prompt, OUTPUT_TOKENS).max(1);
     for &c in &LEVELS {
@@ -108,10 +109,11 @@ async fn knee_by_latency_crossing_the_slo() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn knee_when_memory_caps_the_batch() {
-    // A KV cache of 60 tokens holds 2 sequences of 12 + 16 tokens: above 2 in
-    // flight requests queue, latency doubles at 4 (~170 ms) and again at 8
-    // (~340 ms); an SLO of 250 ms puts the knee at 4.
-    let sim = "{ profile: tiny, kv_cache_tokens: 60 }";
+    // A KV cache of 70 tokens holds 2 sequences of 17 + 16 tokens (the
+    // prompt with its marker): above 2 in flight requests queue, latency
+    // doubles at 4 (~170 ms) and again at 8 (~340 ms); an SLO of 250 ms puts
+    // the knee at 4.
+    let sim = "{ profile: tiny, kv_cache_tokens: 70 }";
     let slo = Duration::from_millis(250);
     let predicted = predicted_knee(sim, slo);
     assert_eq!(predicted, 4);

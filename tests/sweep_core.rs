@@ -141,10 +141,23 @@ async fn closed_loop_keeps_exactly_concurrency_in_flight_and_global_cap_holds() 
         ..Default::default()
     })
     .await;
-    let yaml = url_config(&capped.base_url(), "[8]")
-        .replace("max_in_flight_total: 64", "max_in_flight_total: 3");
-    let r = sweep_one(&yaml).await;
-    assert_eq!(r.workloads[0].levels[0].outcomes["ok"], 16);
+    // A level above the global cap could only run throttled, measuring a
+    // smaller concurrency than it says: the configuration is refused (issue
+    // 17; it used to run level 8 with 3 in flight). A level within it holds.
+    let capped_yaml = |levels: &str| {
+        url_config(&capped.base_url(), levels)
+            .replace("max_in_flight_total: 64", "max_in_flight_total: 3")
+    };
+    let refused =
+        llmprobe::config::load(&support::config::write_config(&capped_yaml("[8]"))).unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("defaults.levels: level 8 is above schedule.max_in_flight_total (3)"),
+        "{refused}"
+    );
+    let r = sweep_one(&capped_yaml("[1, 3]")).await;
+    assert_eq!(r.workloads[0].levels[1].outcomes["ok"], 8);
     let max = capped.max_in_flight();
     assert!(max <= 3, "global cap exceeded: {max}");
 }

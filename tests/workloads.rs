@@ -47,6 +47,13 @@ targets:
         ttft(long),
         ttft(short)
     );
-    // Prompt tokens as the server counted them: 2000 per long request.
-    assert_eq!(long.levels[0].prompt_tokens, 4 * 2000);
+    // Prompt tokens as the server counted them: 2000 per long request, and
+    // the marker that starts every prompt (so no prefix cache serves it).
+    let marked = llmprobe::sim::count_tokens(&format!(
+        "{}{}",
+        llmprobe::probe::body::marker(0),
+        "x".repeat(8000)
+    ));
+    assert_eq!(marked, 2000 + 5);
+    assert_eq!(long.levels[0].prompt_tokens, 4 * marked);
 }

@@ -107,6 +107,7 @@ pub fn report(target: usize) -> SweepReport {
         duration_seconds: 312.5,
         finished_at_unix_seconds: 1_718_000_000.0,
         setup: Default::default(),
+        output_limit: Default::default(),
         workloads,
     }
 }

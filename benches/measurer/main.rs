@@ -293,6 +293,7 @@ async fn closed_loop(
                 url: &url,
                 key: None,
                 timeout: REQUEST_TIMEOUT,
+                output_limit: None,
             };
             let mut mine = Vec::new();
             loop {

@@ -44,6 +44,8 @@ pub const SLO_MAX_ERROR_RATIO: f64 = 0.05;
 /// recommended max_in_flight = floor(knee x headroom).
 pub const HEADROOM: f64 = 0.9;
 /// Request field that carries the output limit.
+/// (When not configured it is checked at warm-up: `max_tokens`, then both,
+/// are tried when the server does not honour it.)
 pub const MAX_TOKENS_FIELD: MaxTokensField = MaxTokensField::MaxCompletionTokens;
 
 // A target's `idle_gate:` (its `max_value` defaults to 0).

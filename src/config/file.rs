@@ -185,6 +185,10 @@ pub struct WorkloadFile {
     pub instruction: Option<String>,
     /// Generated prompts of a given size, for document-size tiers.
     pub synthetic: Option<SyntheticFile>,
+    /// A system message sent before every prompt.
+    pub system_prompt: Option<String>,
+    /// What the server's prefix cache may reuse (default `unique`: nothing).
+    pub prefix_cache: Option<super::values::PrefixCache>,
 }
 
 /// `synthetic:` prompts of a workload.

@@ -13,7 +13,7 @@ use super::file::{FileConfig, FileSdFile, ShardFile, TemplateFile};
 use super::labels::{is_label_name, is_usable_label};
 use super::load::{Checks, Env};
 use super::resolved::{FileSdConfig, FleetConfig, Pattern, Shard, Workload};
-use super::target::{resolve_target, Context};
+use super::target::{check_levels_within_cap, resolve_target, Context};
 use super::template::target_file;
 use super::MAX_SHARDS;
 
@@ -36,6 +36,7 @@ pub fn resolve_fleet(
     let file_sd = resolve_file_sd(
         file.file_sd.as_ref(),
         file.target_template.as_ref(),
+        file.schedule.max_in_flight_total,
         &ctx,
         bad,
     );
@@ -52,6 +53,7 @@ pub fn resolve_fleet(
 pub fn resolve_file_sd(
     file_sd: Option<&FileSdFile>,
     template: Option<&TemplateFile>,
+    max_in_flight_total: u32,
     ctx: &Context<'_>,
     bad: &mut dyn FnMut(&str, String),
 ) -> Option<FileSdConfig> {
@@ -101,10 +103,20 @@ pub fn resolve_file_sd(
                 t.model = Some("placeholder".into());
             }
             let mut found = false;
-            let resolved = resolve_target(&t, "target_template", ctx, &mut |k: &str, m: String| {
+            let mut report = |k: &str, m: String| {
                 found = true;
                 bad(k, m)
-            });
+            };
+            let resolved = resolve_target(&t, "target_template", ctx, &mut report);
+            if let Some(resolved) = &resolved {
+                check_levels_within_cap(
+                    &t,
+                    resolved,
+                    "target_template",
+                    max_in_flight_total,
+                    &mut report,
+                );
+            }
             ok &= !found;
             tls = resolved.and_then(|t| t.tls);
         }
@@ -121,6 +133,7 @@ pub fn resolve_file_sd(
         workloads: ctx.workloads.clone(),
         base_dir: base_dir.to_path_buf(),
         tls,
+        max_in_flight_total,
     })
 }
 

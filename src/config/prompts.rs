@@ -18,6 +18,22 @@ impl Prompt {
             messages: serde_json::json!([{ "role": "user", "content": text }]),
         }
     }
+
+    /// Puts a system message with `text` before the chat's messages.
+    pub fn prepend_system(&mut self, text: &str) {
+        if let Value::Array(messages) = &mut self.messages {
+            messages.insert(0, serde_json::json!({ "role": "system", "content": text }));
+        }
+    }
+
+    /// Whether the chat starts with a system message.
+    pub fn starts_with_system(&self) -> bool {
+        self.messages
+            .get(0)
+            .and_then(|m| m.get("role"))
+            .and_then(Value::as_str)
+            == Some("system")
+    }
 }
 
 /// Largest prompts file read: every prompt is kept in memory, as a request

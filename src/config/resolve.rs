@@ -14,7 +14,8 @@ use super::load::{Checks, ConfigError, Env};
 use super::prompts::{self, Prompt};
 use super::resolved::{Config, GatewayPair, Schedule, Target, TlsFiles, Web, Workload};
 use super::secret::Secret;
-use super::target::{resolve_target, Context};
+use super::target::{check_levels_within_cap, resolve_target, Context};
+use super::values::PrefixCache;
 use super::MAX_INTERVAL;
 
 /// Validates a decoded file and applies defaults, collecting every problem
@@ -129,6 +130,23 @@ pub fn resolve_with(
                     .into(),
             );
         }
+        if let Some(system) = &w.system_prompt {
+            if system.trim().is_empty() {
+                bad(&format!("{key}.system_prompt"), "is empty".into());
+            }
+            for p in &mut prompts {
+                p.prepend_system(system);
+            }
+        }
+        let prefix_cache = w.prefix_cache.unwrap_or_default();
+        if prefix_cache == PrefixCache::SharedSystemPrompt
+            && !prompts.iter().all(Prompt::starts_with_system)
+        {
+            bad(
+                &format!("{key}.prefix_cache"),
+                "`shared_system_prompt` needs a system message first in every prompt: set `system_prompt`".into(),
+            );
+        }
         let max_completion_tokens = w
             .max_completion_tokens
             .unwrap_or(defaults::MAX_COMPLETION_TOKENS);
@@ -152,6 +170,7 @@ pub fn resolve_with(
                 max_completion_tokens,
                 temperature,
                 prompts,
+                prefix_cache,
             }),
         );
     }
@@ -190,6 +209,7 @@ pub fn resolve_with(
             checks,
         };
         if let Some(target) = resolve_target(t, &key, &ctx, &mut bad) {
+            check_levels_within_cap(t, &target, &key, schedule.max_in_flight_total, &mut bad);
             targets.push(Arc::new(target));
         }
     }
@@ -200,6 +220,9 @@ pub fn resolve_with(
 
     let fleet = resolve_fleet(&file, base_dir, &workloads, env, checks, &mut bad);
 
+    // Targets inheriting the same default say the same thing once.
+    let mut said = std::collections::BTreeSet::new();
+    problems.retain(|p| said.insert(p.clone()));
     if problems.is_empty() {
         Ok(Config {
             path: path.to_path_buf(),

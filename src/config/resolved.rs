@@ -11,7 +11,7 @@ use super::defaults;
 use super::file::{DefaultsFile, TemplateFile};
 use super::prompts::Prompt;
 use super::secret::Secret;
-use super::values::{MaxTokensField, RequestsPerLevel};
+use super::values::{MaxTokensField, PrefixCache, RequestsPerLevel};
 
 /// A validated configuration, every default applied.
 #[derive(Debug, Clone)]
@@ -95,10 +95,15 @@ pub struct Target {
     pub slo: Slo,
     /// Knee fraction recommended as max_in_flight.
     pub headroom: f64,
-    /// Request field for the output limit.
-    pub max_tokens_field: MaxTokensField,
+    /// Request field for the output limit; None: not configured, so
+    /// warm-up checks that the default ([`defaults::MAX_TOKENS_FIELD`])
+    /// bounds the output, and tries `max_tokens`, then both, when it does not.
+    pub max_tokens_field: Option<MaxTokensField>,
     /// Postpone sweeps while the server is busy.
     pub idle_gate: Option<IdleGate>,
+    /// `max_concurrency`, when it left configured levels out (the climb
+    /// then stops there, and the result says so).
+    pub capped_by_max_concurrency: Option<u32>,
     /// Private TLS towards the server (None: the shared client, built-in roots).
     pub tls: Option<ClientTls>,
 }
@@ -138,6 +143,8 @@ pub struct Workload {
     pub temperature: f64,
     /// Prompts, used round-robin.
     pub prompts: Vec<Prompt>,
+    /// What requests may share for a server's prefix cache.
+    pub prefix_cache: PrefixCache,
 }
 
 /// A resolved gateway pair.
@@ -206,6 +213,8 @@ pub struct FileSdConfig {
     /// The TLS files every discovered target shares (from
     /// `target_template:` and `defaults:`), checked at load.
     pub tls: Option<ClientTls>,
+    /// `schedule.max_in_flight_total`: no level may be above it.
+    pub max_in_flight_total: u32,
 }
 
 /// Which files a pattern matches: a literal directory and a file name that

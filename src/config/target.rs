@@ -193,9 +193,13 @@ pub fn resolve_target(
             format!("must be strictly increasing, got {levels:?}"),
         );
     }
+    let mut capped_by_max_concurrency = None;
     if let Some(max) = s.max_concurrency {
         if max == 0 {
             bad(&k("max_concurrency"), "must be at least 1".into());
+        }
+        if levels.iter().any(|&l| l > max) {
+            capped_by_max_concurrency = Some(max);
         }
         levels.retain(|&l| l <= max);
         if levels.is_empty() && max > 0 {
@@ -251,7 +255,8 @@ pub fn resolve_target(
             format!("must be in (0, 1], got {headroom}"),
         );
     }
-    let max_tokens_field = s.max_tokens_field.unwrap_or(defaults::MAX_TOKENS_FIELD);
+    // Not defaulted here: unset, warm-up checks the default (see Target).
+    let max_tokens_field = s.max_tokens_field;
 
     for label in t.labels.keys() {
         if !is_usable_label(label) {
@@ -300,6 +305,7 @@ pub fn resolve_target(
         max_tokens_field,
         idle_gate,
         tls,
+        capped_by_max_concurrency,
     })
 }
 
@@ -381,6 +387,32 @@ impl TlsKey {
             TlsKey::CertFile => "cert_file",
             TlsKey::KeyFile => "key_file",
         }
+    }
+}
+
+/// Reports a level of `target` (resolved from `t`, problems under `key`)
+/// above the global cap: such a level could never hold all its requests in
+/// flight at once, so it would measure a smaller concurrency than it says.
+pub fn check_levels_within_cap(
+    t: &TargetFile,
+    target: &Target,
+    key: &str,
+    cap: u32,
+    bad: &mut dyn FnMut(&str, String),
+) {
+    if let Some(&level) = target.levels.iter().find(|&&l| l > cap) {
+        let levels_key = if t.settings.levels.is_some() {
+            format!("{key}.levels")
+        } else {
+            "defaults.levels".into()
+        };
+        bad(
+            &levels_key,
+            format!(
+                "level {level} is above schedule.max_in_flight_total ({cap}): a level must hold all of its \
+                 requests in flight at once (raise the cap, or set max_concurrency)"
+            ),
+        );
     }
 }
 

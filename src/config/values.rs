@@ -100,3 +100,41 @@ pub enum MaxTokensField {
     #[serde(rename = "both")]
     Both,
 }
+
+impl MaxTokensField {
+    /// The name used in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+            MaxTokensField::MaxTokens => "max_tokens",
+            MaxTokensField::Both => "both",
+        }
+    }
+}
+
+/// What a request may share with earlier ones, for a server's prefix cache
+/// (vLLM, SGLang and llama.cpp skip the prefill of a prefix they saw).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrefixCache {
+    /// Nothing: every request's first message starts with a short unique
+    /// marker, so TTFT includes the prefill a new conversation pays.
+    #[default]
+    Unique,
+    /// Prompts are sent as written: a repeated prompt is served from the cache.
+    Shared,
+    /// The system message(s) are shared, the marker starts the first message
+    /// after them: a common system prompt followed by new user text.
+    SharedSystemPrompt,
+}
+
+impl PrefixCache {
+    /// The name used in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PrefixCache::Unique => "unique",
+            PrefixCache::Shared => "shared",
+            PrefixCache::SharedSystemPrompt => "shared_system_prompt",
+        }
+    }
+}

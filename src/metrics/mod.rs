@@ -173,9 +173,13 @@ impl Metrics {
     }
 
     /// Replaces the `llmprobe_target_info` series of `target` with what its
-    /// server told (`setup`) and its configured labels.
-    pub fn describe_target(&self, target: &Target, setup: &Setup) {
-        self.set_target_info(&target.name, &results::target_info(target, setup));
+    /// server told (`setup`), the request field that carries the output
+    /// limit (`max_tokens_field` label) and its configured labels.
+    pub fn describe_target(&self, target: &Target, setup: &Setup, max_tokens_field: &str) {
+        self.set_target_info(
+            &target.name,
+            &results::target_info(target, setup, max_tokens_field),
+        );
     }
 
     /// Replaces the `llmprobe_target_info` series of `target`.

@@ -199,6 +199,24 @@ pub const SWEEP_THROUGHPUT: Spec = Spec {
     help: "Aggregate output tokens per second of the level in the latest completed sweep.",
     labels: LEVEL,
 };
+/// Achieved concurrency per level.
+pub const SWEEP_ACHIEVED: Spec = Spec {
+    name: "llmprobe_sweep_achieved_concurrency",
+    help: "Mean requests in flight over the level (time-weighted) in the latest completed sweep; a level under 90% of its concurrency does not count toward the knee.",
+    labels: LEVEL,
+};
+/// New connections per level.
+pub const SWEEP_NEW_CONNECTIONS: Spec = Spec {
+    name: "llmprobe_sweep_new_connections",
+    help: "Counted requests of the level that had to open a new connection (the pool is warmed before each level) in the latest completed sweep.",
+    labels: LEVEL,
+};
+/// Connect time percentiles per level.
+pub const SWEEP_CONNECT: Spec = Spec {
+    name: "llmprobe_sweep_connect_seconds",
+    help: "Percentiles of the time counted requests spent opening a new connection (DNS, TCP, TLS) in the latest completed sweep, per level.",
+    labels: LEVEL_PERCENTILE,
+};
 /// Shed ratio per level.
 pub const SWEEP_SHED: Spec = Spec {
     name: "llmprobe_sweep_shed_ratio",
@@ -221,6 +239,12 @@ pub const SWEEP_REQUESTS: Spec = Spec {
 pub const CAPACITY_KNEE: Spec = Spec {
     name: "llmprobe_capacity_knee_concurrency",
     help: "Highest concurrency within the SLO with every lower level within it too (0 when even level 1 fails).",
+    labels: WORKLOAD,
+};
+/// Whether the knee is a lower bound, per workload.
+pub const CAPACITY_KNEE_LOWER_BOUND: Spec = Spec {
+    name: "llmprobe_capacity_knee_lower_bound",
+    help: "1 when no measured level broke the SLO: the capacity is at least the knee, not measured higher; 0 when the level above the knee broke it.",
     labels: WORKLOAD,
 };
 /// Throughput at the knee per workload.
@@ -279,17 +303,21 @@ pub const GATEWAY_SAMPLES: Spec = Spec {
 };
 
 /// Every family rendered from the results.
-pub const RESULT_FAMILIES: [&Spec; 19] = [
+pub const RESULT_FAMILIES: [&Spec; 23] = [
     &SWEEP_TTFT,
     &SWEEP_LATENCY,
     &SWEEP_ITL,
     &SWEEP_GENERATION,
+    &SWEEP_CONNECT,
     &SWEEP_SAMPLES,
     &SWEEP_THROUGHPUT,
+    &SWEEP_ACHIEVED,
+    &SWEEP_NEW_CONNECTIONS,
     &SWEEP_SHED,
     &SWEEP_ERROR,
     &SWEEP_REQUESTS,
     &CAPACITY_KNEE,
+    &CAPACITY_KNEE_LOWER_BOUND,
     &CAPACITY_THROUGHPUT,
     &CAPACITY_SATURATION,
     &RECOMMENDED,
@@ -312,7 +340,14 @@ pub mod quantity {
     pub const INTER_TOKEN_LATENCY: &str = "inter_token_latency";
     /// Per-request generation speed.
     pub const GENERATION_SPEED: &str = "generation_speed";
+    /// Time to open a new connection.
+    pub const CONNECT: &str = "connect";
 }
+
+/// The `max_tokens_field` label of `llmprobe_target_info`: the request field
+/// that carries the output limit (configured, or found at warm-up; empty
+/// until the first sweep when not configured).
+pub const TARGET_INFO_MAX_TOKENS_FIELD: &str = "max_tokens_field";
 
 /// The exported percentiles as (`percentile` label value, value) pairs.
 pub fn percentiles(p: &Percentiles) -> [(&'static str, Option<f64>); 3] {

@@ -63,14 +63,23 @@ pub(super) fn check_names() -> Result<(), prometheus::Error> {
     Ok(())
 }
 
-/// Labels of `llmprobe_target_info` for `target`: what the server told,
-/// then the configured labels (which win: an operator may know better).
-pub(super) fn target_info(target: &Target, setup: &Setup) -> Vec<(String, String)> {
+/// Labels of `llmprobe_target_info` for `target`: what the server told and
+/// the output-limit field in use, then the configured labels (which win: an
+/// operator may know better).
+pub(super) fn target_info(
+    target: &Target,
+    setup: &Setup,
+    max_tokens_field: &str,
+) -> Vec<(String, String)> {
     let [model, server, server_version] = names::TARGET_INFO_FROM_SERVER;
     let mut info = vec![
         (model.to_string(), target.model.clone()),
         (server.to_string(), setup.server.clone()),
         (server_version.to_string(), setup.server_version.clone()),
+        (
+            names::TARGET_INFO_MAX_TOKENS_FIELD.to_string(),
+            max_tokens_field.to_string(),
+        ),
     ];
     info.extend(target.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
     info
@@ -187,7 +196,7 @@ impl Results {
                 for level in &wl.levels {
                     let concurrency = level.concurrency.to_string();
                     let c = concurrency.as_str();
-                    let quantities: [(&Spec, &str, &Percentiles); 4] = [
+                    let quantities: [(&Spec, &str, &Percentiles); 5] = [
                         (&names::SWEEP_TTFT, quantity::TTFT, &level.ttft_seconds),
                         (
                             &names::SWEEP_LATENCY,
@@ -203,6 +212,11 @@ impl Results {
                             &names::SWEEP_GENERATION,
                             quantity::GENERATION_SPEED,
                             &level.generation_tokens_per_second,
+                        ),
+                        (
+                            &names::SWEEP_CONNECT,
+                            quantity::CONNECT,
+                            &level.connect_seconds,
                         ),
                     ];
                     for (spec, quantity, p) in quantities {
@@ -222,6 +236,16 @@ impl Results {
                         &[t, m, w, c],
                         level.throughput_tokens_per_second,
                     );
+                    out.add(
+                        &names::SWEEP_ACHIEVED,
+                        &[t, m, w, c],
+                        level.achieved_concurrency,
+                    );
+                    out.add(
+                        &names::SWEEP_NEW_CONNECTIONS,
+                        &[t, m, w, c],
+                        level.new_connections as f64,
+                    );
                     out.add(&names::SWEEP_SHED, &[t, m, w, c], level.shed_ratio);
                     out.add(&names::SWEEP_ERROR, &[t, m, w, c], level.error_ratio);
                     for outcome in Outcome::ALL {
@@ -238,6 +262,11 @@ impl Results {
                     &names::CAPACITY_KNEE,
                     &[t, m, w],
                     f64::from(cap.knee_concurrency),
+                );
+                out.add(
+                    &names::CAPACITY_KNEE_LOWER_BOUND,
+                    &[t, m, w],
+                    if cap.knee_is_lower_bound { 1.0 } else { 0.0 },
                 );
                 out.add(
                     &names::CAPACITY_THROUGHPUT,

@@ -107,11 +107,19 @@ fn level(concurrency: u32) -> LevelSummary {
         throughput_tokens_per_second: 40.0 * c,
         output_tokens: 2560,
         prompt_tokens: 300,
+        cached_prompt_tokens: 0,
         wall_seconds: 10.0,
         token_source: "usage",
         tokens_per_content_chunk: None,
         streams_without_finish_reason: 0,
         error_examples: Default::default(),
+        decision_latency_seconds: pct(12, 2.0 * c),
+        achieved_concurrency: c,
+        littles_law_concurrency: c,
+        kept_concurrency: true,
+        new_connections: 0,
+        connect_seconds: Default::default(),
+        usage_disagreements: 0,
         within_slo: true,
     }
 }
@@ -127,6 +135,7 @@ fn workload(name: &str, levels: &[u32]) -> WorkloadReport {
             saturation_concurrency: Some(4),
             saturated_before_knee: false,
             stopped_because: None,
+            knee_is_lower_bound: true,
         },
     }
 }
@@ -140,6 +149,7 @@ fn report(target: &str, workloads: Vec<WorkloadReport>) -> SweepReport {
         duration_seconds: 60.0,
         finished_at_unix_seconds: 1_700_000_000.0,
         setup: Default::default(),
+        output_limit: Default::default(),
         workloads,
     }
 }
@@ -178,9 +188,13 @@ fn ok_sample() -> Sample {
         output_tokens: 100,
         token_source: TokenSource::Usage,
         prompt_tokens: Some(40),
+        cached_prompt_tokens: None,
         content_chunks: 100,
         finish_reason_seen: true,
         error: None,
+        elapsed: Duration::from_millis(1500),
+        connect: None,
+        usage_disagreed: false,
     }
 }
 
@@ -861,4 +875,79 @@ fn two_metrics_can_live_side_by_side() {
         count(&b.encode(), "llmprobe_sweeps_postponed_total", &[]),
         0
     );
+}
+
+#[test]
+fn achieved_concurrency_connections_and_the_lower_bound_are_exported() {
+    let m = metrics();
+    let mut r = report("w1", vec![workload("chat", &[1, 2])]);
+    let level = &mut r.workloads[0].levels[1];
+    level.achieved_concurrency = 1.5;
+    level.kept_concurrency = false;
+    level.new_connections = 2;
+    level.connect_seconds = pct(2, 0.004);
+    m.publish_sweep(&r);
+    let text = m.encode();
+    let c2 = with(&W1C1[..3], &[("concurrency", "2")]);
+    assert_eq!(
+        get(&text, "llmprobe_sweep_achieved_concurrency", &W1C1),
+        Some(1.0)
+    );
+    assert_eq!(
+        get(&text, "llmprobe_sweep_achieved_concurrency", &c2),
+        Some(1.5)
+    );
+    assert_eq!(get(&text, "llmprobe_sweep_new_connections", &c2), Some(2.0));
+    assert_eq!(
+        get(&text, "llmprobe_sweep_new_connections", &W1C1),
+        Some(0.0)
+    );
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_sweep_connect_seconds",
+            &with(&c2, &[("percentile", "50")])
+        ),
+        Some(0.004)
+    );
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_sweep_samples",
+            &with(&c2, &[("quantity", "connect")])
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        count(&text, "llmprobe_sweep_connect_seconds", &W1C1),
+        0,
+        "no percentiles without samples"
+    );
+    let wl = &W1C1[..3];
+    assert_eq!(
+        get(&text, "llmprobe_capacity_knee_lower_bound", wl),
+        Some(1.0)
+    );
+    r.workloads[0].capacity.knee_is_lower_bound = false;
+    m.publish_sweep(&r);
+    assert_eq!(
+        get(&m.encode(), "llmprobe_capacity_knee_lower_bound", wl),
+        Some(0.0)
+    );
+}
+
+#[test]
+fn target_info_says_which_field_carries_the_output_limit() {
+    let m = metrics();
+    let target = crate::config::load(std::path::Path::new("config/llmprobe.yaml"))
+        .expect("shipped config")
+        .targets[0]
+        .clone();
+    m.describe_target(&target, &Default::default(), "max_tokens");
+    let text = m.encode();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("llmprobe_target_info{"))
+        .unwrap();
+    assert!(line.contains("max_tokens_field=\"max_tokens\""), "{line}");
 }

@@ -1,11 +1,28 @@
 //! The only user of reqwest: sends requests to targets and hands back the
-//! status and the body as it arrives. Knows nothing of timing or metrics.
+//! status and the body as it arrives, and whether the request had to open a
+//! new connection (and how long that took). Knows nothing of metrics.
 
-use std::time::Duration;
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
 use crate::config::secret::Secret;
+
+/// How long an idle connection stays in the pool: longer than any gap
+/// between two levels of a sweep (levels follow each other at once, and
+/// each is preceded by its own warm-up), so counted requests do not pay for
+/// a connection that expired in between.
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+tokio::task_local! {
+    /// Where the connector writes the time it took to open a connection for
+    /// the request being sent in this task (None: a pooled one was reused).
+    static OPENED: Cell<Option<Duration>>;
+}
 
 /// A shared HTTP client; connections are pooled and reused across requests.
 #[derive(Clone, Debug)]
@@ -43,6 +60,9 @@ pub struct Response {
     pub content_type: Option<String>,
     /// `server` header, if any.
     pub server: Option<String>,
+    /// Time this request spent opening a new connection (DNS, TCP, TLS);
+    /// None when it reused a pooled one.
+    pub connect: Option<Duration>,
     inner: reqwest::Response,
 }
 
@@ -82,7 +102,8 @@ impl Client {
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(connect_timeout)
             .tcp_nodelay(true)
-            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .connector_layer(TimeConnects)
             .user_agent(concat!("llmprobe/", env!("CARGO_PKG_VERSION")));
         if let Some(tls) = tls {
             builder = builder.use_preconfigured_tls(tls);
@@ -109,7 +130,15 @@ impl Client {
         if let Some(key) = key {
             req = req.bearer_auth(key.expose());
         }
-        Self::finish(req.send().await)
+        let (result, connect) = OPENED
+            .scope(Cell::new(None), async {
+                let result = req.send().await;
+                (result, OPENED.with(Cell::get))
+            })
+            .await;
+        let mut resp = Self::finish(result)?;
+        resp.connect = connect;
+        Ok(resp)
     }
 
     /// GETs a URL (with the key when given) with its own time limit.
@@ -148,13 +177,63 @@ impl Client {
                     status: inner.status().as_u16(),
                     content_type,
                     server,
+                    connect: None,
                     inner,
                 })
             }
-            Err(e) if e.is_timeout() => Err(SendError::Timeout),
+            // Before the timeout check: a connect timeout is both, and a
+            // server that cannot be reached is not a slow server.
             Err(e) if e.is_connect() => Err(SendError::Connect(describe(e))),
+            Err(e) if e.is_timeout() => Err(SendError::Timeout),
             Err(e) => Err(SendError::Other(describe(e))),
         }
+    }
+}
+
+/// A connector layer that times each connection it opens (DNS, TCP and TLS:
+/// the whole inner connector) and tells the request that waited for it.
+/// A connection finished in the background, after its request took a pooled
+/// one, is told to nobody: no request waited for it.
+#[derive(Clone, Copy)]
+struct TimeConnects;
+
+impl<S> tower_layer::Layer<S> for TimeConnects {
+    type Service = Timed<S>;
+    fn layer(&self, inner: S) -> Timed<S> {
+        Timed(inner)
+    }
+}
+
+/// The connector wrapped by [`TimeConnects`].
+#[derive(Clone)]
+struct Timed<S>(S);
+
+impl<S, R> tower_service::Service<R> for Timed<S>
+where
+    S: tower_service::Service<R>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: R) -> Self::Future {
+        let started = Instant::now();
+        let connecting = self.0.call(req);
+        Box::pin(async move {
+            let result = connecting.await;
+            if result.is_ok() {
+                let took = started.elapsed();
+                // Outside a request's task (a background connect) there is
+                // nobody to tell.
+                let _ = OPENED.try_with(|slot| slot.set(Some(took)));
+            }
+            result
+        })
     }
 }
 

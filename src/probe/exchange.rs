@@ -18,10 +18,25 @@ use crate::stream::sse::{SseDecoder, SseEvent};
 /// memory bounded whatever a server sends.
 pub const MAX_LINE_BYTES: usize = 1 << 20;
 
-/// How long to keep reading after `[DONE]` for the body to end, so the
-/// connection goes back to the pool; a server that keeps it open (or keeps
-/// sending) is not waited on.
+/// How long the rest of a body is read, in the background, after its stream
+/// ended (`[DONE]`, or `finish_reason` and usage), so that the connection can
+/// go back to the pool; a server that keeps the body open past it loses the
+/// connection. The request's place is freed before this, at the stream's end.
 const AFTER_DONE_GRACE: Duration = Duration::from_millis(500);
+
+/// How many times the body's end is looked for, yielding in between, before
+/// the rest is left to a background task: a well-behaved server ends the body
+/// right after `[DONE]`, and reading that end here returns the connection to
+/// the pool before the caller's next request looks for one.
+const END_OF_BODY_POLLS: usize = 8;
+
+/// Content chunks beyond the output limit after which a stream is abandoned:
+/// a server that ignores the limit would otherwise generate until its context
+/// is full. Above the limit itself, with room for servers that split a token
+/// over several chunks.
+fn chunk_ceiling(output_limit: u64) -> u64 {
+    output_limit.saturating_mul(2).saturating_add(16)
+}
 
 /// How much of a non-2xx body is read for the error message.
 const ERROR_BODY_BYTES: usize = 300;
@@ -42,6 +57,9 @@ pub struct RequestSpec<'a> {
     pub key: Option<&'a Secret>,
     /// Limit on the whole request.
     pub timeout: Duration,
+    /// Output tokens asked for: a stream that carries far more content
+    /// chunks is abandoned as a protocol error (the server ignores the limit).
+    pub output_limit: Option<u64>,
 }
 
 /// Sends one streaming request and measures it. Never panics, never hangs
@@ -53,7 +71,7 @@ pub async fn measure(
     cancel: &CancellationToken,
 ) -> Sample {
     let sent = Instant::now();
-    tokio::select! {
+    let mut sample = tokio::select! {
         biased;
         _ = cancel.cancelled() => Sample::failed(Outcome::Cancelled, None, "cancelled"),
         r = tokio::time::timeout(spec.timeout, exchange(client, spec, body, sent)) => match r {
@@ -64,16 +82,36 @@ pub async fn measure(
                 format!("no complete response within {}", humantime::format_duration(spec.timeout)),
             ),
         },
+    };
+    if sample.elapsed.is_zero() {
+        sample.elapsed = sent.elapsed();
     }
+    if sample.outcome == Outcome::Timeout {
+        // A timeout counts as at least its limit, whatever the timer's slack.
+        sample.elapsed = sample.elapsed.max(spec.timeout);
+    }
+    sample
 }
 
 async fn exchange(client: &Client, spec: &RequestSpec<'_>, body: Bytes, sent: Instant) -> Sample {
-    let mut resp = match client.post_json(spec.url, spec.key, body).await {
+    let resp = match client.post_json(spec.url, spec.key, body).await {
         Ok(r) => r,
         Err(SendError::Connect(e)) => return Sample::failed(Outcome::ConnectError, None, e),
         Err(SendError::Timeout) => return Sample::failed(Outcome::Timeout, None, "timed out"),
         Err(SendError::Other(e)) => return Sample::failed(Outcome::ProtocolError, None, e),
     };
+    let connect = resp.connect;
+    let mut sample = read_answer(resp, spec, sent).await;
+    sample.connect = connect;
+    sample
+}
+
+/// Reads the answer whose headers arrived.
+async fn read_answer(
+    mut resp: crate::probe::client::Response,
+    spec: &RequestSpec<'_>,
+    sent: Instant,
+) -> Sample {
     let status = resp.status;
     if !(200..300).contains(&status) {
         let outcome = match status {
@@ -99,21 +137,10 @@ async fn exchange(client: &Client, spec: &RequestSpec<'_>, body: Bytes, sent: In
         }
     }
 
-    let mut stream = StreamState::new(sent, spec.key);
+    let mut stream = StreamState::new(sent, spec.key, spec.output_limit.map(chunk_ceiling));
     let mut decoder = SseDecoder::new(MAX_LINE_BYTES);
-    // Set once `[DONE]` arrived: one deadline for the rest of the body, so a
-    // server that keeps sending after it cannot hold the request open.
-    let mut drain_until = None;
     loop {
-        if stream.done && drain_until.is_none() {
-            drain_until = Some(tokio::time::Instant::now() + AFTER_DONE_GRACE);
-        }
-        let next = match drain_until {
-            Some(deadline) => tokio::time::timeout_at(deadline, resp.next_bytes())
-                .await
-                .unwrap_or(Ok(None)),
-            None => resp.next_bytes().await,
-        };
+        let next = resp.next_bytes().await;
         // The arrival time of these bytes, taken before any parsing.
         let arrived = Instant::now();
         match next {
@@ -124,18 +151,27 @@ async fn exchange(client: &Client, spec: &RequestSpec<'_>, body: Bytes, sent: In
                 if stream.failed.is_some() {
                     break;
                 }
+                if stream.ended() {
+                    stream.end = Some(arrived);
+                    release(resp).await;
+                    return stream.into_sample(status);
+                }
             }
             Ok(None) => {
                 if let Err(e) = decoder.finish(|ev| stream.on_event(ev, arrived)) {
                     return stream.fail(status, e.to_string());
                 }
+                stream.end = Some(arrived);
                 break;
             }
             Err(e) => {
-                if stream.done {
-                    break;
-                }
-                return stream.fail(status, format!("stream broken: {e}"));
+                return stream.fail(
+                    status,
+                    format!(
+                        "stream broken after {} content chunks: {e}",
+                        stream.content_chunks
+                    ),
+                );
             }
         }
     }
@@ -145,10 +181,39 @@ async fn exchange(client: &Client, spec: &RequestSpec<'_>, body: Bytes, sent: In
     // connection and opens another: a sweep at concurrency 512 against the
     // stub engine ended with 1,017 connections instead of 514 (BENCHMARKS.md).
     drop(resp);
+    settle().await;
+    stream.into_sample(status)
+}
+
+/// Lets the pool take a dropped connection back (see the end of `read_answer`).
+async fn settle() {
     for _ in 0..2 {
         tokio::task::yield_now().await;
     }
-    stream.into_sample(status)
+}
+
+/// Gives back a response whose stream has ended. When the body ends at once
+/// (a well-behaved server), the connection returns to the pool before the
+/// caller's next request; otherwise the rest is read in the background for a
+/// bounded time, and the request's place is not held meanwhile.
+async fn release(mut resp: crate::probe::client::Response) {
+    for _ in 0..END_OF_BODY_POLLS {
+        match tokio::time::timeout(Duration::ZERO, resp.next_bytes()).await {
+            Ok(Ok(None)) => {
+                drop(resp);
+                settle().await;
+                return;
+            }
+            // Whatever follows the end is ignored.
+            Ok(Ok(Some(_))) => {}
+            Ok(Err(_)) => return,
+            Err(_) => tokio::task::yield_now().await,
+        }
+    }
+    tokio::spawn(async move {
+        let deadline = tokio::time::Instant::now() + AFTER_DONE_GRACE;
+        while let Ok(Ok(Some(_))) = tokio::time::timeout_at(deadline, resp.next_bytes()).await {}
+    });
 }
 
 /// What has been seen of one stream so far.
@@ -162,16 +227,26 @@ struct StreamState<'k> {
     content_chunks: u64,
     usage_completion: Option<u64>,
     usage_prompt: Option<u64>,
+    usage_cached: Option<u64>,
+    usage_seen: bool,
     finish_reason_seen: bool,
     done: bool,
+    /// Content chunks beyond which the stream is abandoned.
+    chunk_ceiling: Option<u64>,
+    /// When the stream ended (the chunk that ended it, or the body's end).
+    end: Option<Instant>,
     failed: Option<String>,
 }
 
 impl<'k> StreamState<'k> {
-    fn new(sent: Instant, key: Option<&'k Secret>) -> Self {
+    fn new(sent: Instant, key: Option<&'k Secret>, chunk_ceiling: Option<u64>) -> Self {
         StreamState {
             sent,
             key,
+            chunk_ceiling,
+            end: None,
+            usage_cached: None,
+            usage_seen: false,
             first: None,
             last: None,
             inter_token: Vec::new(),
@@ -184,8 +259,15 @@ impl<'k> StreamState<'k> {
         }
     }
 
+    /// Whether the stream has said all it will: `[DONE]`, or a
+    /// `finish_reason` and a usage report (some servers send nothing after
+    /// them and keep the body open).
+    fn ended(&self) -> bool {
+        self.done || (self.finish_reason_seen && self.usage_seen)
+    }
+
     fn on_event(&mut self, ev: SseEvent<'_>, arrived: Instant) {
-        if self.failed.is_some() || self.done {
+        if self.failed.is_some() || self.ended() {
             return;
         }
         let parsed = chunk::interpret(ev.data);
@@ -210,17 +292,30 @@ impl<'k> StreamState<'k> {
                     }
                     self.last = Some(arrived);
                     self.content_chunks += 1;
+                    if let Some(ceiling) = self.chunk_ceiling {
+                        if self.content_chunks > ceiling {
+                            self.failed = Some(format!(
+                                "the server sent over {ceiling} content chunks, far more than the output \
+                                 limit asked for: it ignores the field that carries the limit"
+                            ));
+                            return;
+                        }
+                    }
                 }
                 if info.finish_reason.is_some() {
                     self.finish_reason_seen = true;
                 }
                 if let Some(u) = info.usage {
+                    self.usage_seen = true;
                     // The last report wins: gateways may replace the server's count.
                     if u.completion_tokens.is_some() {
                         self.usage_completion = u.completion_tokens;
                     }
                     if u.prompt_tokens.is_some() {
                         self.usage_prompt = u.prompt_tokens;
+                    }
+                    if u.cached_prompt_tokens.is_some() {
+                        self.usage_cached = u.cached_prompt_tokens;
                     }
                 }
             }
@@ -245,13 +340,20 @@ impl<'k> StreamState<'k> {
         if !self.done && !self.finish_reason_seen {
             return self.fail(
                 status,
-                "stream ended without [DONE] or finish_reason (cut off?)".into(),
+                format!(
+                    "stream cut off after {} content chunks: it ended without [DONE] or finish_reason",
+                    self.content_chunks
+                ),
             );
         }
+        // A report of 0 tokens for a stream that carried content is wrong
+        // (some servers send a placeholder usage): count the chunks instead.
+        let usage_disagreed = self.usage_completion == Some(0) && self.content_chunks > 0;
         let (output_tokens, token_source) = match self.usage_completion {
-            Some(n) => (n, TokenSource::Usage),
-            None => (self.content_chunks, TokenSource::Chunks),
+            Some(n) if !usage_disagreed => (n, TokenSource::Usage),
+            _ => (self.content_chunks, TokenSource::Chunks),
         };
+        let end = self.end.unwrap_or(last).max(last);
         Sample {
             outcome: Outcome::Ok,
             status: Some(status),
@@ -261,9 +363,13 @@ impl<'k> StreamState<'k> {
             output_tokens,
             token_source,
             prompt_tokens: self.usage_prompt,
+            cached_prompt_tokens: self.usage_cached,
             content_chunks: self.content_chunks,
             finish_reason_seen: self.finish_reason_seen,
             error: None,
+            elapsed: end - self.sent,
+            connect: None,
+            usage_disagreed,
         }
     }
 }
@@ -391,7 +497,7 @@ mod tests {
     #[test]
     fn an_error_event_quoting_the_key_is_reported_without_it() {
         let key = Secret::new("sk-PLANTED".into());
-        let mut s = StreamState::new(Instant::now(), Some(&key));
+        let mut s = StreamState::new(Instant::now(), Some(&key), None);
         let data = br#"{"error":{"message":"bad key Bearer sk-PLANTED"}}"#;
         s.on_event(SseEvent { event: None, data }, Instant::now());
         let msg = s.failed.unwrap();

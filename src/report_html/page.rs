@@ -283,7 +283,8 @@ fn verdict(w: &WorkloadReport) -> String {
     let knee = if c.knee_concurrency == 0 {
         "none".to_string()
     } else {
-        c.knee_concurrency.to_string()
+        // "≥ 32" when no measured level broke the SLO.
+        terminal::knee(c)
     };
     let _ = write!(
         out,
@@ -629,6 +630,7 @@ mod tests {
             streams_without_finish_reason: 0,
             error_examples: [("timeout", HOSTILE.to_string())].into_iter().collect(),
             within_slo,
+            ..LevelSummary::default()
         }
     }
 
@@ -657,6 +659,7 @@ mod tests {
                     models: vec![HOSTILE.into()],
                     model_listed: Some(false),
                 },
+                output_limit: Default::default(),
                 workloads: vec![WorkloadReport {
                     workload: format!("w{HOSTILE}"),
                     levels: vec![level(1, true), level(2, true), level(4, false)],
@@ -667,6 +670,7 @@ mod tests {
                         saturation_concurrency: None,
                         saturated_before_knee: false,
                         stopped_because: Some(HOSTILE.into()),
+                        knee_is_lower_bound: false,
                     },
                 }],
             }],

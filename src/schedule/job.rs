@@ -46,8 +46,8 @@ enum Reached<'a> {
 
 /// What one round of a job measured.
 enum Measured<'a> {
-    Sweep(&'a Target, SweepReport),
-    // Boxed: a pair report is twice a sweep report's size on the stack.
+    // Boxed, both: reports are hundreds of bytes on the stack.
+    Sweep(&'a Target, Box<SweepReport>),
     Pair(Box<PairReport>),
 }
 
@@ -158,7 +158,10 @@ impl Job {
     /// Exports what is known before the first round.
     fn started(&self, out: &Outputs) {
         if let Job::Target(target) = self {
-            out.metrics.describe_target(target, &Default::default());
+            // The configured output-limit field; found at the first sweep otherwise.
+            let field = target.max_tokens_field.map_or("", |f| f.as_str());
+            out.metrics
+                .describe_target(target, &Default::default(), field);
             out.metrics.target_started(&target.name);
         }
     }
@@ -182,7 +185,7 @@ impl Reached<'_> {
         match self {
             Reached::Target(target, at) => Measured::Sweep(
                 target,
-                sweep::run(env, target, &at.base_url, time_limit).await,
+                Box::new(sweep::run(env, target, &at.base_url, time_limit).await),
             ),
             Reached::Pair {
                 pair,
@@ -208,7 +211,8 @@ impl Measured<'_> {
         match self {
             Measured::Sweep(target, report) => {
                 log::sweep(report);
-                out.metrics.describe_target(target, &report.setup);
+                out.metrics
+                    .describe_target(target, &report.setup, &report.output_limit.field);
                 out.metrics.publish_sweep(report);
                 out.statuses
                     .write()

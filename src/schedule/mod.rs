@@ -17,7 +17,6 @@ use std::fmt;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -167,12 +166,18 @@ impl Scheduler {
         };
         if schedule_changed {
             // A new global cap needs a new semaphore: restart every loop on it.
-            self.env = Some(SweepEnv {
-                clients: self.clients.clone(),
-                in_flight: Arc::new(Semaphore::new(config.schedule.max_in_flight_total as usize)),
-                cancel: self.root.child_token(),
-                observer: Arc::new(MetricsObserver(self.out.metrics.clone())),
-            });
+            let learned = self.env.as_ref().map(|e| e.learned.clone());
+            let mut env = SweepEnv::new(
+                self.clients.clone(),
+                config.schedule.max_in_flight_total,
+                self.root.child_token(),
+                Arc::new(MetricsObserver(self.out.metrics.clone())),
+            );
+            // What warm-up found out about a server outlives a new cap.
+            if let Some(learned) = learned {
+                env.learned = learned;
+            }
+            self.env = Some(env);
             self.schedule = Some(config.schedule.clone());
         }
         let wanted = jobs(config);

@@ -60,6 +60,9 @@ pub struct SimArgs {
     /// Fraction (0-1) of the other requests whose connection is cut mid-stream.
     #[arg(long)]
     pub reset_ratio: Option<f64>,
+    /// Prompt tokens the prefix cache holds (0: no prefix cache).
+    #[arg(long)]
+    pub prefix_cache_tokens: Option<u64>,
 }
 
 impl SimArgs {
@@ -81,6 +84,7 @@ impl SimArgs {
             fail_ratio: self.fail_ratio,
             fail_status: self.fail_status,
             reset_ratio: self.reset_ratio,
+            prefix_cache_tokens: self.prefix_cache_tokens,
         };
         (self.listen, config)
     }

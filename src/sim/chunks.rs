@@ -74,7 +74,7 @@ impl ChunkWriter {
     /// The closing events: the usage chunk (`choices: []`) when asked for, then `[DONE]`.
     pub(crate) fn end(&self, out: &mut Vec<u8>, request: &ChatRequest, completion_tokens: u32) {
         if request.include_usage {
-            let usage = usage(request.prompt_tokens, completion_tokens);
+            let usage = usage(request, completion_tokens);
             out.extend_from_slice(self.head.as_bytes());
             out.extend_from_slice(format!("],\"usage\":{usage}}}\n\n").as_bytes());
         }
@@ -94,17 +94,20 @@ impl ChunkWriter {
                 "logprobs": null,
                 "finish_reason": finish,
             }],
-            "usage": usage(request.prompt_tokens, request.max_tokens),
+            "usage": usage(request, request.max_tokens),
         })
         .to_string()
     }
 }
 
-fn usage(prompt_tokens: u64, completion_tokens: u32) -> serde_json::Value {
+/// The usage report, with the prompt tokens served from the prefix cache
+/// as OpenAI and vLLM report them.
+fn usage(request: &ChatRequest, completion_tokens: u32) -> serde_json::Value {
     json!({
-        "prompt_tokens": prompt_tokens,
+        "prompt_tokens": request.prompt_tokens,
         "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + u64::from(completion_tokens),
+        "total_tokens": request.prompt_tokens + u64::from(completion_tokens),
+        "prompt_tokens_details": { "cached_tokens": request.cached_tokens },
     })
 }
 
@@ -121,6 +124,8 @@ mod tests {
             stream: true,
             include_usage,
             text_seed: 0,
+            prefix_blocks: Vec::new(),
+            cached_tokens: 0,
         }
     }
 

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::chunks::ChunkWriter;
 use super::faults::{self, Fault};
 use super::params::{Engine, SimParams};
+use super::prefix_cache::{PrefixCache, BLOCK_TOKENS};
 use super::request::{self, ApiError};
 use super::scheduler::{self, Seq};
 use super::{model, stub};
@@ -33,6 +34,7 @@ pub(crate) struct Sim {
     requests: AtomicU64,
     started: u64,
     engine: EngineHandle,
+    prefix_cache: Mutex<PrefixCache>,
 }
 
 /// The submission side of the scheduler task, which starts with the first
@@ -83,10 +85,11 @@ impl Sim {
 pub(crate) fn router(params: SimParams, shutdown: CancellationToken) -> Router {
     let (submit, arrivals) = mpsc::unbounded_channel();
     let sim = Arc::new(Sim {
-        params,
+        params: params.clone(),
         in_flight: AtomicU32::new(0),
         requests: AtomicU64::new(0),
         started: unix_now(),
+        prefix_cache: Mutex::new(PrefixCache::new(params.prefix_cache_tokens)),
         engine: EngineHandle {
             submit,
             pending: Mutex::new(Some((arrivals, shutdown))),
@@ -122,6 +125,17 @@ async fn chat(State(sim): State<Arc<Sim>>, body: Bytes) -> Response {
     let Some(guard) = sim.enter() else {
         return shed(&sim.params);
     };
+    let mut request = request;
+    if sim.params.engine == Engine::Model && !request.prefix_blocks.is_empty() {
+        let blocks = sim
+            .prefix_cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .admit(&request.prefix_blocks);
+        // At least the last prompt token is always computed, as in vLLM.
+        request.cached_tokens =
+            (blocks as u64 * BLOCK_TOKENS).min(request.prompt_tokens.saturating_sub(1));
+    }
     let writer = ChunkWriter::new(&format!("chatcmpl-sim-{n:x}"), unix_now(), &request);
     match sim.params.engine {
         Engine::Stub => stub::respond(&request, &writer, fault, guard),

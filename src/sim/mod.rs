@@ -123,6 +123,7 @@ mod faults;
 mod http;
 mod model;
 mod params;
+mod prefix_cache;
 mod request;
 mod scheduler;
 mod stub;

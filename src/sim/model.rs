@@ -26,6 +26,7 @@ pub(crate) async fn respond(
     let (tokens, rx) = mpsc::unbounded_channel();
     let seq = Seq {
         prompt_tokens: request.prompt_tokens,
+        prefill_tokens: request.prompt_tokens - request.cached_tokens,
         max_tokens: request.max_tokens,
         tokens,
     };

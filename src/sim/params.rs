@@ -103,6 +103,7 @@ mod tests {
             fail_ratio: 0.0,
             fail_status: 500,
             reset_ratio: 0.0,
+            prefix_cache_tokens: 0,
         }
     }
 

@@ -23,6 +23,10 @@ pub(crate) struct ChatRequest {
     pub include_usage: bool,
     /// Seed of this request's text: same seed and request, same text.
     pub text_seed: u64,
+    /// Hashes of the prompt's full blocks, for the prefix cache.
+    pub prefix_blocks: Vec<u64>,
+    /// Prompt tokens served from the prefix cache (set when admitted).
+    pub cached_tokens: u64,
 }
 
 /// An error answered as OpenAI does: `{"error": {message, type, param, code}}`.
@@ -118,6 +122,8 @@ pub(crate) fn parse(body: &[u8], params: &SimParams) -> Result<ChatRequest, ApiE
     }
     let mut prompt_tokens = 0u64;
     let mut text_seed = params.seed;
+    // Role and text of every message in order, as the engine's KV cache sees them.
+    let mut prompt = Vec::new();
     for message in &messages {
         let text = content_text(message.content.as_ref()).ok_or_else(|| {
             ApiError::invalid(
@@ -128,6 +134,10 @@ pub(crate) fn parse(body: &[u8], params: &SimParams) -> Result<ChatRequest, ApiE
         prompt_tokens = prompt_tokens.saturating_add(count_tokens(&text));
         text_seed = fold(text_seed, message.role.as_deref().unwrap_or("").as_bytes());
         text_seed = fold(text_seed, text.as_bytes());
+        prompt.extend_from_slice(message.role.as_deref().unwrap_or("").as_bytes());
+        prompt.push(0);
+        prompt.extend_from_slice(text.as_bytes());
+        prompt.push(0);
     }
     // The memory limit acts as a context limit too: a sequence larger than the
     // whole cache could never be admitted, so it is refused at once.
@@ -174,6 +184,12 @@ pub(crate) fn parse(body: &[u8], params: &SimParams) -> Result<ChatRequest, ApiE
                 .and_then(|o| o.include_usage)
                 .unwrap_or(false),
         text_seed: mix(text_seed, u64::from(max_tokens)),
+        prefix_blocks: if params.prefix_cache_tokens > 0 {
+            super::prefix_cache::block_hashes(&prompt)
+        } else {
+            Vec::new()
+        },
+        cached_tokens: 0,
     })
 }
 

@@ -16,8 +16,11 @@ use super::params::SimParams;
 
 /// A request handed to the engine: its size and where its tokens go.
 pub(crate) struct Seq {
-    /// Prompt tokens, prefilled in the step the sequence joins.
+    /// Prompt tokens, held in the KV cache while the sequence runs.
     pub prompt_tokens: u64,
+    /// Prompt tokens prefilled in the step the sequence joins (those not
+    /// served from the prefix cache).
+    pub prefill_tokens: u64,
     /// Tokens to generate; at least 1.
     pub max_tokens: u32,
     /// One `()` per generated token; a closed receiver means the client left.
@@ -75,7 +78,7 @@ impl Batch {
                 break;
             };
             self.kv_used = self.kv_used.saturating_add(reserved);
-            prefill = prefill.saturating_add(seq.prompt_tokens);
+            prefill = prefill.saturating_add(seq.prefill_tokens);
             self.running.push(Running {
                 tokens: seq.tokens,
                 left: seq.max_tokens.max(1),
@@ -202,6 +205,7 @@ mod tests {
         let (tx, rx) = mpsc::unbounded_channel();
         let seq = Seq {
             prompt_tokens: prompt,
+            prefill_tokens: prompt,
             max_tokens: max,
             tokens: tx,
         };

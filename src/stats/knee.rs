@@ -7,15 +7,21 @@ use crate::stats::report::{Capacity, LevelSummary};
 pub const SATURATION_GAIN: f64 = 0.10;
 
 /// Capacity of a workload from its levels, measured in increasing order.
-/// The knee is the highest level within the SLO with every lower level
-/// within it too; the recommendation is floor(knee x headroom), at least 1
+/// The knee is the highest level within the SLO, and that kept its
+/// concurrency, with every lower level the same; it is a lower bound when no
+/// level broke the SLO (climbing ended for another reason, or at the top); the recommendation is floor(knee x headroom), at least 1
 /// when there is a knee at all (recommending 0 would stop all traffic).
 pub fn capacity(
     levels: &[LevelSummary],
     headroom: f64,
     stopped_because: Option<String>,
 ) -> Capacity {
-    let knee_level = levels.iter().take_while(|l| l.within_slo).last();
+    // A level that did not keep its concurrency measured a smaller one: it
+    // neither counts nor lets a later level count.
+    let knee_level = levels
+        .iter()
+        .take_while(|l| l.within_slo && l.kept_concurrency)
+        .last();
     let knee = knee_level.map_or(0, |l| l.concurrency);
     let saturation = levels
         .windows(2)
@@ -36,6 +42,7 @@ pub fn capacity(
         saturation_concurrency: saturation,
         saturated_before_knee: saturation.is_some_and(|s| knee > 0 && s <= knee),
         stopped_because,
+        knee_is_lower_bound: levels.iter().all(|l| l.within_slo),
     }
 }
 
@@ -58,11 +65,19 @@ mod tests {
             throughput_tokens_per_second: throughput,
             output_tokens: 0,
             prompt_tokens: 0,
+            cached_prompt_tokens: 0,
             wall_seconds: 1.0,
             token_source: "usage",
             tokens_per_content_chunk: None,
             streams_without_finish_reason: 0,
             error_examples: Default::default(),
+            decision_latency_seconds: Default::default(),
+            achieved_concurrency: f64::from(concurrency),
+            littles_law_concurrency: f64::from(concurrency),
+            kept_concurrency: true,
+            new_connections: 0,
+            connect_seconds: Default::default(),
+            usage_disagreements: 0,
             within_slo,
         }
     }
@@ -121,6 +136,22 @@ mod tests {
         ];
         assert_eq!(capacity(&l, 0.9, None).recommended_max_in_flight, 14);
         assert_eq!(capacity(&l, 0.9, None).saturation_concurrency, None);
+        assert!(capacity(&l, 0.9, None).knee_is_lower_bound);
+    }
+
+    #[test]
+    fn a_level_that_did_not_keep_its_concurrency_does_not_count() {
+        let mut l = [
+            level(1, 40.0, true),
+            level(2, 80.0, true),
+            level(4, 150.0, true),
+        ];
+        l[2].kept_concurrency = false;
+        let c = capacity(&l, 0.9, Some("concurrency 4: achieved 2.0".into()));
+        assert_eq!(c.knee_concurrency, 2);
+        assert!(c.knee_is_lower_bound, "nothing broke the SLO");
+        l[2].within_slo = false;
+        assert!(!capacity(&l, 0.9, None).knee_is_lower_bound);
     }
 
     #[test]

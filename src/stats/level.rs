@@ -50,6 +50,76 @@ fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
 
+/// Fraction of its concurrency a level must keep in flight to count.
+pub const KEPT_CONCURRENCY: f64 = 0.9;
+
+/// The client's own turnaround between a request's end and its
+/// replacement's send that is not held against a level: scheduling on a busy
+/// machine, not a client falling behind (LLM requests last 100s of ms).
+pub const TURNAROUND_TOLERANCE: f64 = 0.005;
+
+/// One request's place in a level, in seconds from the level's start: when
+/// it was sent and when its place was freed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Span {
+    /// Sent (after it got its place).
+    pub sent: f64,
+    /// Its place freed (its stream ended, or it failed).
+    pub freed: f64,
+}
+
+/// Time-weighted mean of requests in flight while a closed loop of
+/// `concurrency` places should have held them all: from the first send
+/// until the first end that no send replaced (ends are replaced in order:
+/// the k-th end by the send after the first `concurrency`); after it the
+/// level drains by design. 0 without requests.
+pub fn achieved_concurrency(spans: &[Span], concurrency: u32) -> f64 {
+    held_concurrency(spans, concurrency, 0.0)
+}
+
+/// As [`achieved_concurrency`], with a wait of at most `tolerance` seconds
+/// between an end and the send that replaced it (or between the first send
+/// and the others of the first round) counted as held.
+pub fn held_concurrency(spans: &[Span], concurrency: u32, tolerance: f64) -> f64 {
+    let c = (concurrency as usize).max(1);
+    let mut sends: Vec<f64> = spans.iter().map(|s| s.sent).collect();
+    let mut ends: Vec<f64> = spans.iter().map(|s| s.freed).collect();
+    sends.sort_by(f64::total_cmp);
+    ends.sort_by(f64::total_cmp);
+    let (Some(&start), Some(&last_end)) = (sends.first(), ends.last()) else {
+        return 0.0;
+    };
+    let end = ends
+        .get(sends.len().saturating_sub(c))
+        .copied()
+        .unwrap_or(last_end);
+    if end <= start {
+        return 0.0;
+    }
+    let clip = |a: f64, b: f64| (b.min(end) - a.max(start)).max(0.0);
+    let mut busy: f64 = spans.iter().map(|s| clip(s.sent, s.freed)).sum();
+    let waits = sends
+        .iter()
+        .take(c)
+        .map(|&s| (start, s))
+        .chain(ends.iter().zip(sends.iter().skip(c)).map(|(&e, &s)| (e, s)));
+    for (from, to) in waits {
+        if to - from <= tolerance {
+            busy += clip(from, to);
+        }
+    }
+    busy / (end - start)
+}
+
+/// Records what the level achieved from its spans, and whether that is
+/// enough for it to count toward the knee (the client's own turnaround, up
+/// to [`TURNAROUND_TOLERANCE`], forgiven).
+pub fn judge_concurrency(level: &mut LevelSummary, spans: &[Span]) {
+    level.achieved_concurrency = achieved_concurrency(spans, level.concurrency);
+    level.kept_concurrency = held_concurrency(spans, level.concurrency, TURNAROUND_TOLERANCE)
+        >= KEPT_CONCURRENCY * f64::from(level.concurrency);
+}
+
 /// Summarises the samples of one level that ran for `wall` with
 /// `concurrency` requests in flight, and judges it against `slo`.
 pub fn summarize_level(
@@ -92,6 +162,7 @@ pub fn summarize_level(
 
     let output_tokens: u64 = ok.iter().map(|s| s.output_tokens).sum();
     let prompt_tokens: u64 = ok.iter().filter_map(|s| s.prompt_tokens).sum();
+    let cached_prompt_tokens: u64 = ok.iter().filter_map(|s| s.cached_prompt_tokens).sum();
     let wall_seconds = secs(wall);
     let throughput = if wall_seconds > 0.0 {
         output_tokens as f64 / wall_seconds
@@ -119,9 +190,34 @@ pub fn summarize_level(
     let latency = percentiles(&mut latency);
     let shed_ratio = ratio(shed);
     let error_ratio = ratio(failed);
-    let within_slo = latency.p95.is_some_and(|p| p <= secs(slo.p95_latency))
+    let mut decision: Vec<f64> = samples
+        .iter()
+        .filter(|s| s.counts_in_decision())
+        .map(|s| secs(s.decision_latency()))
+        .collect();
+    let decision = percentiles(&mut decision);
+    // A level where nothing succeeded has no latency to accept.
+    let within_slo = !ok.is_empty()
+        && decision.p95.is_some_and(|p| p <= secs(slo.p95_latency))
         && shed_ratio <= slo.max_shed_ratio
         && error_ratio <= slo.max_error_ratio;
+    let mut connect: Vec<f64> = samples.iter().filter_map(|s| s.connect.map(secs)).collect();
+    let connect = percentiles(&mut connect);
+    // Little's law: requests completed per second x their mean time in flight.
+    let ended: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| s.outcome != Outcome::Cancelled)
+        .collect();
+    let littles_law_concurrency = if wall_seconds > 0.0 && !ended.is_empty() {
+        let mean = ended
+            .iter()
+            .map(|s| secs(s.decision_latency()))
+            .sum::<f64>()
+            / ended.len() as f64;
+        ended.len() as f64 / wall_seconds * mean
+    } else {
+        0.0
+    };
 
     LevelSummary {
         concurrency,
@@ -136,11 +232,20 @@ pub fn summarize_level(
         throughput_tokens_per_second: throughput,
         output_tokens,
         prompt_tokens,
+        cached_prompt_tokens,
         wall_seconds,
         token_source,
         tokens_per_content_chunk,
         streams_without_finish_reason: ok.iter().filter(|s| !s.finish_reason_seen).count() as u64,
         error_examples,
+        decision_latency_seconds: decision,
+        // Until the caller judges the level's spans (`judge_concurrency`).
+        achieved_concurrency: f64::from(concurrency),
+        littles_law_concurrency,
+        kept_concurrency: true,
+        new_connections: connect.count as u64,
+        connect_seconds: connect,
+        usage_disagreements: ok.iter().filter(|s| s.usage_disagreed).count() as u64,
         within_slo,
     }
 }
@@ -237,6 +342,80 @@ mod tests {
         assert!(!l.within_slo);
         close(l.error_ratio, 1.0);
         assert_eq!(l.latency_seconds.p95, None);
+    }
+
+    fn failed_after(outcome: Outcome, ms: u64) -> Sample {
+        let mut s = Sample::failed(outcome, None, "failed");
+        s.elapsed = Duration::from_millis(ms);
+        s
+    }
+
+    #[test]
+    fn timeouts_count_in_the_decision_but_not_in_the_ok_percentiles() {
+        // 46 fast, 2 slow but ok, 2 timeouts (4%) of 600 ms: the ok-only p95
+        // is fast, the decision's p95 lands on the slow ones.
+        let mut samples: Vec<Sample> = (0..46).map(|_| ok(5, 10, 4)).collect();
+        samples.extend((0..2).map(|_| ok(5, 400, 4)));
+        samples.extend((0..2).map(|_| failed_after(Outcome::Timeout, 600)));
+        samples.push(failed_after(Outcome::Shed, 1));
+        let l = summarize_level(1, &samples, Duration::from_secs(1), &slo(300));
+        close(l.latency_seconds.p95.unwrap(), 0.010);
+        assert_eq!(l.decision_latency_seconds.count, 50, "shed left out");
+        close(l.decision_latency_seconds.p95.unwrap(), 0.400);
+        assert!(l.error_ratio < 0.05);
+        assert!(!l.within_slo);
+    }
+
+    #[test]
+    fn achieved_concurrency_is_time_weighted_until_the_loop_drains() {
+        let span = |sent, freed| Span { sent, freed };
+        // Two places, each refilled at once: 2 in flight until 2.0, when the
+        // first end that no send replaced comes; the tail does not count.
+        let full = [
+            span(0.0, 1.0),
+            span(0.0, 1.5),
+            span(1.0, 2.0),
+            span(1.5, 4.0),
+        ];
+        close(achieved_concurrency(&full, 2), 2.0);
+        // The second end replaced only after a 0.5 s wait.
+        let gap = [
+            span(0.0, 1.0),
+            span(0.0, 1.0),
+            span(1.0, 2.0),
+            span(1.5, 2.5),
+        ];
+        close(achieved_concurrency(&gap, 2), 3.5 / 2.0);
+        close(held_concurrency(&gap, 2, 0.4), 3.5 / 2.0);
+        close(held_concurrency(&gap, 2, 0.5), 2.0);
+        // One loop stalled after its end; another replaced it late, and its
+        // own end (1.85) was the first that nothing replaced.
+        let late = [
+            span(0.05, 0.98),
+            span(0.23, 1.33),
+            span(1.17, 1.85),
+            span(1.89, 2.43),
+        ];
+        close(held_concurrency(&late, 2, 0.6), 2.0);
+        assert!(achieved_concurrency(&late, 2) < 1.6);
+        assert_eq!(achieved_concurrency(&[], 2), 0.0);
+        let mut l = summarize_level(2, &[ok(1, 2, 2)], Duration::from_secs(1), &slo(1000));
+        judge_concurrency(&mut l, &gap);
+        assert!(!l.kept_concurrency, "1.75 of 2 is under 90%");
+        judge_concurrency(&mut l, &full);
+        assert!(l.kept_concurrency);
+    }
+
+    #[test]
+    fn connections_and_untrusted_usage_are_counted() {
+        let mut a = ok(5, 10, 4);
+        a.connect = Some(Duration::from_millis(3));
+        let mut b = ok(5, 10, 4);
+        b.usage_disagreed = true;
+        let l = summarize_level(2, &[a, b], Duration::from_secs(1), &slo(1000));
+        assert_eq!(l.new_connections, 1);
+        close(l.connect_seconds.p50.unwrap(), 0.003);
+        assert_eq!(l.usage_disagreements, 1);
     }
 
     #[test]

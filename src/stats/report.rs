@@ -60,6 +60,10 @@ pub mod labels {
     }
 }
 
+fn yes() -> bool {
+    true
+}
+
 /// Percentiles of one quantity in one level, with the sample count they rest on.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct Percentiles {
@@ -73,8 +77,8 @@ pub struct Percentiles {
     pub p99: Option<f64>,
 }
 
-/// Summary of one concurrency level.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Summary of one concurrency level (Default: an empty level, for tests).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct LevelSummary {
     /// Requests kept in flight.
     pub concurrency: u32,
@@ -101,6 +105,10 @@ pub struct LevelSummary {
     pub output_tokens: u64,
     /// Prompt tokens reported by the server (0 when none reported).
     pub prompt_tokens: u64,
+    /// Of those, the tokens the server said it served from its prefix cache
+    /// (`usage.prompt_tokens_details.cached_tokens`; 0 when none reported).
+    #[serde(default)]
+    pub cached_prompt_tokens: u64,
     /// Wall time of the level, seconds.
     pub wall_seconds: f64,
     /// How output tokens were counted: "usage", "chunks" or "mixed".
@@ -116,6 +124,34 @@ pub struct LevelSummary {
     // Absent from documents written before it was added.
     #[serde(default, deserialize_with = "labels::outcome_map")]
     pub error_examples: BTreeMap<&'static str, String>,
+    /// Latency of every request that counts in the decision (all but shed,
+    /// rate-limited and cancelled ones; a failure counts the time it took, a
+    /// timeout at least its limit), seconds: its p95 is what the SLO judges.
+    #[serde(default)]
+    pub decision_latency_seconds: Percentiles,
+    /// Mean number of requests in flight while the level kept its loop full
+    /// (from its start until the first request that was not replaced ended),
+    /// weighted by time.
+    #[serde(default)]
+    pub achieved_concurrency: f64,
+    /// The same figure by Little's law: requests completed per second of the
+    /// level x their mean latency (a failure: the time it took).
+    #[serde(default)]
+    pub littles_law_concurrency: f64,
+    /// Whether the level kept at least 90% of its concurrency in flight; a
+    /// level that did not is not counted toward the knee.
+    #[serde(default = "yes")]
+    pub kept_concurrency: bool,
+    /// Requests that had to open a new connection.
+    #[serde(default)]
+    pub new_connections: u64,
+    /// Time those requests spent opening it (DNS, TCP, TLS), seconds.
+    #[serde(default)]
+    pub connect_seconds: Percentiles,
+    /// Completed streams whose `usage.completion_tokens` was 0 although they
+    /// carried content: chunks were counted instead.
+    #[serde(default)]
+    pub usage_disagreements: u64,
     /// Whether the level stayed within the SLO.
     pub within_slo: bool,
 }
@@ -157,6 +193,22 @@ pub struct Capacity {
     pub saturated_before_knee: bool,
     /// Why climbing stopped, when it stopped below the last configured level.
     pub stopped_because: Option<String>,
+    /// True when no measured level broke the SLO: the capacity is at least
+    /// the knee, and was not measured higher.
+    #[serde(default)]
+    pub knee_is_lower_bound: bool,
+}
+
+/// Which request field carried the output limit, and how it was chosen.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct OutputLimit {
+    /// `max_completion_tokens`, `max_tokens` or `both`.
+    pub field: String,
+    /// `configured`, `default` (the default, checked at warm-up) or
+    /// `detected` (the default did not bound the output).
+    pub source: String,
+    /// What warm-up saw, when the field was detected.
+    pub note: Option<String>,
 }
 
 /// Results of one workload on one target.
@@ -188,6 +240,9 @@ pub struct SweepReport {
     /// What the server told about itself.
     #[serde(default)]
     pub setup: Setup,
+    /// The request field that bounded the output.
+    #[serde(default)]
+    pub output_limit: OutputLimit,
     /// Per-workload results.
     pub workloads: Vec<WorkloadReport>,
 }
@@ -312,6 +367,7 @@ mod tests {
             duration_seconds: 1.0,
             finished_at_unix_seconds: at,
             setup: Setup::default(),
+            output_limit: Default::default(),
             workloads: Vec::new(),
         }
     }

@@ -92,12 +92,25 @@ pub struct Sample {
     pub token_source: TokenSource,
     /// `usage.prompt_tokens` when reported.
     pub prompt_tokens: Option<u64>,
+    /// Prompt tokens the server said it served from its prefix cache
+    /// (`usage.prompt_tokens_details.cached_tokens`), when reported.
+    pub cached_prompt_tokens: Option<u64>,
     /// Number of chunks that carried generated content.
     pub content_chunks: u64,
     /// Whether a `finish_reason` was seen (a stream cut off without one is flagged).
     pub finish_reason_seen: bool,
     /// Short description of what went wrong, for logs (never holds a secret).
     pub error: Option<String>,
+    /// Send to the end of the request: the end of its stream (`[DONE]`, or
+    /// `finish_reason` and usage), or its failure; a timeout counts its
+    /// whole time limit. This is how long it held its place.
+    pub elapsed: Duration,
+    /// Time spent opening a new connection (DNS, TCP, TLS) for this request;
+    /// None when it reused a pooled connection (or never got one).
+    pub connect: Option<Duration>,
+    /// The server reported `usage.completion_tokens` of 0 on a stream that
+    /// carried content: the report was not trusted and chunks were counted.
+    pub usage_disagreed: bool,
 }
 
 impl Sample {
@@ -112,9 +125,30 @@ impl Sample {
             output_tokens: 0,
             token_source: TokenSource::Chunks,
             prompt_tokens: None,
+            cached_prompt_tokens: None,
             content_chunks: 0,
             finish_reason_seen: false,
             error: Some(error.into()),
+            elapsed: Duration::ZERO,
+            connect: None,
+            usage_disagreed: false,
+        }
+    }
+
+    /// Whether the request counts in the latency that decides a level: every
+    /// request that was sent, except those declined for load (they have their
+    /// own ratio) and those cancelled by llmprobe itself.
+    pub fn counts_in_decision(&self) -> bool {
+        !self.outcome.is_shed() && self.outcome != Outcome::Cancelled
+    }
+
+    /// The latency this request contributes to the decision: its latency when
+    /// it succeeded, else how long it took to fail (a timeout: at least its
+    /// time limit), so failures cannot make a level look faster.
+    pub fn decision_latency(&self) -> Duration {
+        match (self.outcome, self.latency) {
+            (Outcome::Ok, Some(l)) => l,
+            _ => self.elapsed,
         }
     }
 

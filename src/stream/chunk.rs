@@ -46,6 +46,9 @@ pub struct Usage {
     pub prompt_tokens: Option<u64>,
     /// `usage.completion_tokens`.
     pub completion_tokens: Option<u64>,
+    /// `usage.prompt_tokens_details.cached_tokens`: prompt tokens the server
+    /// served from its prefix cache.
+    pub cached_prompt_tokens: Option<u64>,
 }
 
 /// Why an event's data is not a chunk; messages quote at most ~100 bytes of it.
@@ -90,6 +93,9 @@ pub fn interpret(data: &[u8]) -> Result<Chunk, ChunkError> {
         usage: raw.usage.map(|u| Usage {
             prompt_tokens: u.prompt_tokens,
             completion_tokens: u.completion_tokens,
+            cached_prompt_tokens: u
+                .prompt_tokens_details
+                .and_then(|d| d.get("cached_tokens")?.as_u64()),
         }),
         error: raw.error.0,
         ..ChunkInfo::default()
@@ -162,6 +168,9 @@ struct RawUsage {
     prompt_tokens: Option<u64>,
     #[serde(default)]
     completion_tokens: Option<u64>,
+    // Lenient: an optional detail of unexpected shape must not fail the chunk.
+    #[serde(default)]
+    prompt_tokens_details: Option<serde_json::Value>,
 }
 
 /// Whether a text field is non-empty, without copying it. Accepts a string,
@@ -468,6 +477,7 @@ mod tests {
                 usage: Some(Usage {
                     prompt_tokens: Some(31),
                     completion_tokens: Some(256),
+                    cached_prompt_tokens: Some(0),
                 }),
                 error: None,
             }
@@ -494,6 +504,7 @@ mod tests {
                 usage: Some(Usage {
                     prompt_tokens: Some(12),
                     completion_tokens: Some(28),
+                    cached_prompt_tokens: None,
                 }),
                 ..ChunkInfo::default()
             }
@@ -511,6 +522,7 @@ mod tests {
             Some(Usage {
                 prompt_tokens: Some(7),
                 completion_tokens: Some(5),
+                cached_prompt_tokens: None,
             })
         );
     }
@@ -523,8 +535,24 @@ mod tests {
             Some(Usage {
                 prompt_tokens: None,
                 completion_tokens: Some(3),
+                cached_prompt_tokens: None,
             })
         );
+    }
+
+    #[test]
+    fn cached_prompt_tokens_are_read_leniently() {
+        let usage = |details: &str| {
+            info(&format!(
+                r#"{{"choices":[],"usage":{{"completion_tokens":3,"prompt_tokens_details":{details}}}}}"#
+            ))
+            .usage
+            .unwrap()
+            .cached_prompt_tokens
+        };
+        assert_eq!(usage(r#"{"cached_tokens":96}"#), Some(96));
+        assert_eq!(usage("null"), None);
+        assert_eq!(usage(r#""odd""#), None);
     }
 
     #[test]

@@ -1,25 +1,29 @@
-//! One sweep of one target: per workload, warm-up, then one closed-loop level
-//! per concurrency value until a level breaks the SLO. The gateway pairs'
+//! One sweep of one target: the output-limit field checked, then per
+//! workload a warm-up and one closed-loop level per concurrency value, until
+//! a level breaks the SLO or cannot keep its concurrency. The gateway pairs'
 //! interleaved executor ([`interleaved`]) sends through the same [`Requests`].
 
+mod closed_loop;
 pub mod interleaved;
+pub mod output_limit;
+mod requests;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Target, Workload};
-use crate::probe::body;
-use crate::probe::exchange::{self as probe, RequestSpec};
+use crate::config::{MaxTokensField, Target, Workload};
 use crate::probe::tls::Clients;
 use crate::stats::knee;
 use crate::stats::level;
-use crate::stats::report::{LevelSummary, SweepReport, WorkloadReport};
+use crate::stats::report::{LevelSummary, OutputLimit, SweepReport, WorkloadReport};
 use crate::stats::sample::{Outcome, Sample};
+use closed_loop::Pass;
+pub(crate) use requests::Requests;
 
 /// Receives what a sweep does as it happens (metrics, progress line).
 pub trait Observer: Send + Sync {
@@ -52,11 +56,60 @@ pub struct SweepEnv {
     pub clients: Clients,
     /// Global cap on requests in flight across all targets.
     pub in_flight: Arc<Semaphore>,
+    /// The number of places in that cap (`schedule.max_in_flight_total`).
+    pub in_flight_total: u32,
     /// Cancels everything on shutdown or reload.
     pub cancel: CancellationToken,
     /// Receives requests and progress.
     pub observer: Arc<dyn Observer>,
+    /// What warm-up found out about each target, kept across its sweeps.
+    pub learned: Arc<Learned>,
 }
+
+impl SweepEnv {
+    /// An environment with a global cap of `in_flight_total` requests.
+    pub fn new(
+        clients: Clients,
+        in_flight_total: u32,
+        cancel: CancellationToken,
+        observer: Arc<dyn Observer>,
+    ) -> Self {
+        SweepEnv {
+            clients,
+            in_flight: Arc::new(Semaphore::new(in_flight_total as usize)),
+            in_flight_total,
+            cancel,
+            observer,
+            learned: Default::default(),
+        }
+    }
+}
+
+/// The output-limit field found for each target (keyed by target and URL),
+/// with what warm-up saw when it was not the default.
+#[derive(Default)]
+pub struct Learned(Mutex<BTreeMap<String, (MaxTokensField, Option<String>)>>);
+
+impl Learned {
+    fn get(&self, key: &str) -> Option<(MaxTokensField, Option<String>)> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .cloned()
+    }
+
+    fn insert(&self, key: String, field: MaxTokensField, note: Option<String>) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, (field, note));
+    }
+}
+
+/// How long `run` waits for the workloads to notice the end of the sweep's
+/// time limit (every wait in a sweep also watches the cancel token).
+const WIND_DOWN: Duration = Duration::from_secs(5);
 
 /// Runs one sweep of `target` served at `base_url`, within `time_limit`.
 pub async fn run(
@@ -66,13 +119,25 @@ pub async fn run(
     time_limit: Duration,
 ) -> SweepReport {
     let started = Instant::now();
-    let setup = crate::probe::setup::discover(
-        env.clients.for_target(target),
-        base_url,
-        target.api_key.as_ref(),
-        &target.model,
-    )
-    .await;
+    let cancel = env.cancel.child_token();
+    let limit_hit = Arc::new(AtomicBool::new(false));
+    let timer = {
+        let (cancel, limit_hit) = (cancel.clone(), limit_hit.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = tokio::time::sleep(time_limit) => {
+                    limit_hit.store(true, Ordering::SeqCst);
+                    cancel.cancel();
+                }
+                _ = cancel.cancelled() => {}
+            }
+        })
+    };
+    let client = env.clients.for_target(target);
+    let setup = tokio::select! {
+        s = crate::probe::setup::discover(client, base_url, target.api_key.as_ref(), &target.model) => s,
+        _ = cancel.cancelled() => Default::default(),
+    };
     if setup.model_listed == Some(false) {
         tracing::warn!(
             target_name = %target.name,
@@ -81,27 +146,54 @@ pub async fn run(
             "the configured model is not among the models the server lists"
         );
     }
+    let ending = Ending {
+        limit_hit: limit_hit.clone(),
+        time_limit,
+    };
     let mut workloads = Vec::new();
-    let cancel = env.cancel.child_token();
-    let work = async {
-        for w in &target.workloads {
-            workloads.push(run_workload(env, &cancel, target, w, base_url).await);
-            if cancel.is_cancelled() {
-                break;
+    let mut output_limit = OutputLimit::default();
+    let mut error = None;
+    // In a block: the future borrows the results, and is dropped before they are read.
+    {
+        let work = async {
+            let Some(first) = target.workloads.first() else {
+                return;
+            };
+            let field = match output_limit::choose(env, &cancel, target, first, base_url).await {
+                Ok((field, chosen)) => {
+                    output_limit = chosen;
+                    field
+                }
+                Err(e) => {
+                    error = Some(e);
+                    return;
+                }
+            };
+            for w in &target.workloads {
+                if cancel.is_cancelled() {
+                    break;
+                }
+                let requests = Requests::for_sweep(target, w, base_url, field);
+                workloads.push(run_workload(env, &cancel, &ending, requests).await);
+            }
+        };
+        tokio::pin!(work);
+        tokio::select! {
+            _ = &mut work => {}
+            _ = cancel.cancelled() => {
+                // Everything watches the token: let the workloads say where they stopped.
+                let _ = tokio::time::timeout(WIND_DOWN, &mut work).await;
             }
         }
-    };
-    let timed_out = tokio::time::timeout(time_limit, work).await.is_err();
+    }
     cancel.cancel();
-    let error = if timed_out {
-        Some(format!(
-            "sweep exceeded its time limit of {}",
-            humantime::format_duration(time_limit)
-        ))
+    timer.abort();
+    let error = if limit_hit.load(Ordering::SeqCst) {
+        Some(ending.time_limit_text())
     } else if env.cancel.is_cancelled() {
         Some("sweep cancelled".to_string())
     } else {
-        unreachable_error(&workloads)
+        error.or_else(|| unreachable_error(&workloads))
     };
     SweepReport {
         target: target.name.clone(),
@@ -113,7 +205,31 @@ pub async fn run(
             .duration_since(UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64()),
         setup,
+        output_limit,
         workloads,
+    }
+}
+
+/// Why a sweep's token fired: its time limit, or shutdown and reload.
+struct Ending {
+    limit_hit: Arc<AtomicBool>,
+    time_limit: Duration,
+}
+
+impl Ending {
+    fn time_limit_text(&self) -> String {
+        format!(
+            "sweep exceeded its time limit of {}",
+            humantime::format_duration(self.time_limit)
+        )
+    }
+
+    fn why(&self) -> String {
+        if self.limit_hit.load(Ordering::SeqCst) {
+            self.time_limit_text()
+        } else {
+            "sweep cancelled (shutdown or reload)".to_string()
+        }
     }
 }
 
@@ -132,46 +248,99 @@ fn unreachable_error(workloads: &[WorkloadReport]) -> Option<String> {
 async fn run_workload(
     env: &SweepEnv,
     cancel: &CancellationToken,
-    target: &Arc<Target>,
-    workload: &Arc<Workload>,
-    base_url: &str,
+    ending: &Ending,
+    requests: Requests,
 ) -> WorkloadReport {
-    let shared = Arc::new(Shared {
+    let requests = Arc::new(requests);
+    let target = requests.target.clone();
+    let workload = requests.workload.clone();
+    let run = closed_loop::Run {
         env: env.clone(),
         cancel: cancel.clone(),
-        requests: Requests::new(target, workload, base_url),
-    });
+        requests,
+    };
 
     // Warm-up opens connections and wakes caches; its samples are dropped.
     let first_level = target.levels.first().copied().unwrap_or(1);
     if target.warmup_requests > 0 {
         let c = target.warmup_requests.min(first_level.max(1));
-        run_level(&shared, c, target.warmup_requests as u64, false).await;
+        if let Ok(places) = run.hold_places(c, target.request_timeout).await {
+            run.level(c, u64::from(target.warmup_requests), Pass::Warm)
+                .await;
+            drop(places);
+        }
     }
 
     let mut levels: Vec<LevelSummary> = Vec::new();
     let mut stopped_because = None;
     for &concurrency in &target.levels {
         if cancel.is_cancelled() {
+            stopped_because = Some(format!(
+                "concurrency {concurrency} not measured: {}",
+                ending.why()
+            ));
             break;
         }
+        if concurrency > env.in_flight_total {
+            stopped_because = Some(format!(
+                "concurrency {concurrency} not measured: it is above schedule.max_in_flight_total ({}), \
+                 so the level could not keep its requests in flight",
+                env.in_flight_total
+            ));
+            break;
+        }
+        let places = match run.hold_places(concurrency, target.request_timeout).await {
+            Ok(p) => p,
+            Err(why) => {
+                stopped_because = Some(format!("concurrency {concurrency} not measured: {why}"));
+                break;
+            }
+        };
         let n = target
             .requests_per_level
             .count(concurrency, target.min_requests_per_level);
-        env.observer.level_started(target, workload, concurrency, n);
-        let (samples, wall) = run_level(&shared, concurrency, n, true).await;
+        // The pool holds `concurrency` open connections before anything is
+        // counted: a connection opened during the level would count its
+        // handshake as latency.
+        run.level(concurrency, u64::from(concurrency), Pass::Pool)
+            .await;
+        env.observer
+            .level_started(&target, &workload, concurrency, n);
+        let measured = run.level(concurrency, n, Pass::Counted).await;
+        drop(places);
         if cancel.is_cancelled() {
+            stopped_because = Some(format!(
+                "concurrency {concurrency} not completed: {}",
+                ending.why()
+            ));
             break;
         }
-        let summary = level::summarize_level(concurrency, &samples, wall, &target.slo);
-        let ok = summary.within_slo;
-        if !ok {
-            stopped_because = Some(slo_breach(&summary, target));
+        let mut summary =
+            level::summarize_level(concurrency, &measured.samples, measured.wall, &target.slo);
+        level::judge_concurrency(&mut summary, &measured.spans);
+        if !summary.within_slo {
+            stopped_because = Some(slo_breach(&summary, &target));
+        } else if !summary.kept_concurrency {
+            stopped_because = Some(format!(
+                "concurrency {concurrency}: only {:.1} requests were in flight on average \
+                 (under {:.0}%): the client could not keep up, so the level does not count",
+                summary.achieved_concurrency,
+                level::KEPT_CONCURRENCY * 100.0
+            ));
         }
         levels.push(summary);
-        if !ok {
+        if stopped_because.is_some() {
             break;
         }
+    }
+    if let (None, Some(max), true) = (
+        &stopped_because,
+        target.capped_by_max_concurrency,
+        levels.len() == target.levels.len(),
+    ) {
+        stopped_because = Some(format!(
+            "the target's max_concurrency ({max}) was reached: higher configured levels are not sent to it"
+        ));
     }
     let capacity = knee::capacity(&levels, target.headroom, stopped_because);
     WorkloadReport {
@@ -184,10 +353,12 @@ async fn run_workload(
 fn slo_breach(l: &LevelSummary, target: &Target) -> String {
     let slo = &target.slo;
     let mut why = Vec::new();
-    match l.latency_seconds.p95 {
-        None => why.push("no request succeeded".to_string()),
+    if l.outcomes.get(Outcome::Ok.as_str()).copied().unwrap_or(0) == 0 {
+        why.push("no request succeeded".to_string());
+    }
+    match l.decision_latency_seconds.p95 {
         Some(p) if p > slo.p95_latency.as_secs_f64() => why.push(format!(
-            "p95 latency {:.3}s over {}",
+            "p95 latency {:.3}s over {} (failed requests included)",
             p,
             humantime::format_duration(slo.p95_latency)
         )),
@@ -206,117 +377,4 @@ fn slo_breach(l: &LevelSummary, target: &Target) -> String {
         ));
     }
     format!("concurrency {}: {}", l.concurrency, why.join(", "))
-}
-
-struct Shared {
-    env: SweepEnv,
-    cancel: CancellationToken,
-    requests: Requests,
-}
-
-/// What every request of one target and workload shares; sweeps and gateway
-/// pairs send through it.
-pub(crate) struct Requests {
-    /// The target requests go to.
-    pub(crate) target: Arc<Target>,
-    /// The workload they belong to.
-    pub(crate) workload: Arc<Workload>,
-    url: String,
-    bodies: Vec<Bytes>,
-}
-
-impl Requests {
-    /// Bodies built once, for the target's model and token field.
-    pub(crate) fn new(target: &Arc<Target>, workload: &Arc<Workload>, base_url: &str) -> Self {
-        Requests {
-            target: target.clone(),
-            workload: workload.clone(),
-            url: format!("{base_url}/chat/completions"),
-            bodies: body::bodies(&target.model, workload, target.max_tokens_field),
-        }
-    }
-
-    /// Sends request number `i` (prompts round robin) once it has a place in
-    /// the global cap, and returns its sample with the time it ended; None
-    /// when cancelled while waiting. `counted` requests reach the observer.
-    pub(crate) async fn send(
-        &self,
-        env: &SweepEnv,
-        cancel: &CancellationToken,
-        i: u64,
-        counted: bool,
-    ) -> Option<(Sample, Instant)> {
-        // Waiting for the global cap is not latency: the clock starts in `measure`.
-        let permit = tokio::select! {
-            p = env.in_flight.acquire() => p.ok()?,
-            _ = cancel.cancelled() => return None,
-        };
-        let counted_in_flight = env.observer.in_flight();
-        let body = self
-            .bodies
-            .get((i as usize) % self.bodies.len().max(1))
-            .cloned()
-            .unwrap_or_default();
-        let spec = RequestSpec {
-            url: &self.url,
-            key: self.target.api_key.as_ref(),
-            timeout: self.target.request_timeout,
-        };
-        let sample =
-            probe::measure(env.clients.for_target(&self.target), &spec, body, cancel).await;
-        let ended = Instant::now();
-        drop(permit);
-        drop(counted_in_flight);
-        if counted {
-            env.observer.request(&self.target, &self.workload, &sample);
-        }
-        Some((sample, ended))
-    }
-}
-
-/// Keeps exactly `concurrency` requests in flight (a finished one replaced at
-/// once) until `n` were sent. Returns the samples and the level's wall time,
-/// from its start to the last completion.
-async fn run_level(
-    shared: &Arc<Shared>,
-    concurrency: u32,
-    n: u64,
-    counted: bool,
-) -> (Vec<Sample>, Duration) {
-    let next = Arc::new(AtomicU64::new(0));
-    let start = Instant::now();
-    let mut workers = tokio::task::JoinSet::new();
-    for _ in 0..concurrency.max(1) {
-        let shared = shared.clone();
-        let next = next.clone();
-        workers.spawn(async move {
-            let mut mine = Vec::new();
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= n || shared.cancel.is_cancelled() {
-                    break;
-                }
-                match shared
-                    .requests
-                    .send(&shared.env, &shared.cancel, i, counted)
-                    .await
-                {
-                    Some(done) => mine.push(done),
-                    None => break,
-                }
-            }
-            mine
-        });
-    }
-    let mut samples = Vec::with_capacity(n as usize);
-    let mut end = start;
-    while let Some(joined) = workers.join_next().await {
-        if let Ok(mine) = joined {
-            for (s, ended) in mine {
-                end = end.max(ended);
-                samples.push(s);
-            }
-        }
-    }
-    (samples, end - start)
 }

@@ -65,6 +65,11 @@ impl Conn {
     /// Reads one request (head and content-length body) and records its
     /// head; None when the client sent no complete HTTP request.
     pub async fn read_request(&mut self) -> Option<String> {
+        self.read_request_and_body().await.map(|(head, _)| head)
+    }
+
+    /// As [`Conn::read_request`], with the body.
+    pub async fn read_request_and_body(&mut self) -> Option<(String, Vec<u8>)> {
         let mut buf = Vec::new();
         let mut piece = [0u8; 4096];
         let head_end = loop {
@@ -87,16 +92,16 @@ impl Conn {
             .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
             .and_then(|(_, v)| v.trim().parse::<usize>().ok())
             .unwrap_or(0);
-        let mut body = buf.len() - head_end;
-        while body < length {
+        let mut body = buf[head_end..].to_vec();
+        while body.len() < length {
             let n = self.stream.read(&mut piece).await.ok()?;
             if n == 0 {
                 return None;
             }
-            body += n;
+            body.extend_from_slice(&piece[..n]);
         }
         self.seen.lock().unwrap().push(head.clone());
-        Some(head)
+        Some((head, body))
     }
 
     /// Writes bytes; false once the client has gone.

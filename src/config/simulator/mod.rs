@@ -52,6 +52,9 @@ pub struct SimParams {
     pub fail_status: u16,
     /// Fraction of the remaining requests whose connection is cut mid-stream.
     pub reset_ratio: f64,
+    /// Prompt tokens kept in the prefix cache (0: no cache): a prompt whose
+    /// leading blocks are cached skips their prefill.
+    pub prefix_cache_tokens: u64,
 }
 
 /// Longest step duration accepted; beyond it a value is surely a typo.
@@ -109,6 +112,9 @@ pub struct SimConfig {
     /// Fraction (0-1) of the other requests whose connection is cut mid-stream.
     #[serde(default)]
     pub reset_ratio: Option<f64>,
+    /// Prompt tokens the prefix cache holds (0: no prefix cache).
+    #[serde(default)]
+    pub prefix_cache_tokens: Option<u64>,
 }
 
 fn default_profile() -> String {
@@ -133,6 +139,7 @@ impl Default for SimConfig {
             fail_ratio: None,
             fail_status: None,
             reset_ratio: None,
+            prefix_cache_tokens: None,
         }
     }
 }
@@ -164,7 +171,8 @@ impl SimConfig {
             seed,
             fail_ratio,
             fail_status,
-            reset_ratio
+            reset_ratio,
+            prefix_cache_tokens
         );
         // 0 would shed or refuse everything, so it spells "no limit" instead.
         match self.max_in_flight {

@@ -48,6 +48,8 @@ pub(super) fn profile(name: &str) -> Option<SimParams> {
         fail_ratio: 0.0,
         fail_status: 500,
         reset_ratio: 0.0,
+        // As vLLM: on by default, in the memory the KV cache does not use.
+        prefix_cache_tokens: 65_536,
     };
     let params = match name {
         "tiny" => SimParams {
@@ -87,6 +89,7 @@ pub(super) fn profile(name: &str) -> Option<SimParams> {
             kv_cache_tokens: None,
             max_model_len: 32_768,
             default_max_tokens: 16,
+            prefix_cache_tokens: 0,
             ..base
         },
         _ => return None,

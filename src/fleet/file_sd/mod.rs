@@ -67,9 +67,17 @@ pub fn targets(
                 env,
                 checks: &config::Checks::NONE,
             };
-            let target = config::resolve_target(&tf, &key, &ctx, &mut |k: &str, m: String| {
-                problems.push(format!("{k}: {m}"))
-            });
+            let mut report = |k: &str, m: String| problems.push(format!("{k}: {m}"));
+            let target = config::resolve_target(&tf, &key, &ctx, &mut report);
+            if let Some(t) = &target {
+                config::target::check_levels_within_cap(
+                    &tf,
+                    t,
+                    &key,
+                    config.max_in_flight_total,
+                    &mut report,
+                );
+            }
             match target {
                 Some(t) if problems.is_empty() => good.push(Arc::new(t)),
                 _ => invalid.push(problems.join("; ")),
@@ -394,6 +402,7 @@ mod tests {
             max_completion_tokens: 4,
             temperature: 0.0,
             prompts: vec![crate::config::prompts::Prompt::user("hi")],
+            prefix_cache: Default::default(),
         });
         let config = Arc::new(FileSdConfig {
             patterns: vec![Pattern::new("*.json", &dir).unwrap()],
@@ -409,6 +418,7 @@ mod tests {
             workloads: [("chat".to_string(), workload)].into_iter().collect(),
             base_dir: dir.clone(),
             tls: None,
+            max_in_flight_total: 64,
         });
         let mut w = Watcher::new(config);
         let env = crate::config::ProcessEnv;

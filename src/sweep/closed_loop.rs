@@ -1,0 +1,120 @@
+//! One level's closed loop: the level holds all of its places in the global
+//! cap, then keeps exactly `concurrency` requests in flight (a finished one
+//! replaced at once) until its request count is reached.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Barrier, OwnedSemaphorePermit};
+use tokio_util::sync::CancellationToken;
+
+use crate::stats::level::Span;
+use crate::stats::sample::Sample;
+use crate::sweep::{Requests, SweepEnv};
+
+/// What a level's requests are for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pass {
+    /// Warm-up: the workload's requests, not counted.
+    Warm,
+    /// Opening the level's connections: one-token answers, not counted.
+    Pool,
+    /// The level itself.
+    Counted,
+}
+
+/// What a level's requests share.
+pub(crate) struct Run {
+    pub(crate) env: SweepEnv,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) requests: Arc<Requests>,
+}
+
+/// What one pass measured.
+pub(crate) struct Measured {
+    /// One sample per request.
+    pub(crate) samples: Vec<Sample>,
+    /// From the start to the last completion.
+    pub(crate) wall: Duration,
+    /// When each request was sent and freed its place, from the start.
+    pub(crate) spans: Vec<Span>,
+}
+
+impl Run {
+    /// Takes `n` places in the global cap, all at once, so that the level
+    /// never runs partly throttled by other targets. Waits at most `wait`
+    /// (a request holding a place ends within its time limit); Err says why
+    /// the places could not be had.
+    pub(crate) async fn hold_places(
+        &self,
+        n: u32,
+        wait: Duration,
+    ) -> Result<OwnedSemaphorePermit, String> {
+        let acquire = self.env.in_flight.clone().acquire_many_owned(n.max(1));
+        tokio::select! {
+            r = tokio::time::timeout(wait, acquire) => match r {
+                Ok(Ok(permit)) => Ok(permit),
+                Ok(Err(_)) => Err("the global cap was closed".into()),
+                Err(_) => Err(format!(
+                    "its {n} places in the global cap (schedule.max_in_flight_total {}) were not free \
+                     within {}: other targets held them",
+                    self.env.in_flight_total,
+                    humantime::format_duration(wait)
+                )),
+            },
+            _ = self.cancel.cancelled() => Err("cancelled".into()),
+        }
+    }
+
+    /// Keeps exactly `concurrency` requests in flight until `n` were sent,
+    /// from places the caller holds.
+    pub(crate) async fn level(&self, concurrency: u32, n: u64, pass: Pass) -> Measured {
+        let next = Arc::new(AtomicU64::new(0));
+        // Every loop waits until all have started, so that a runtime slow to
+        // wake a thread cannot leave one loop sending alone at first.
+        let barrier = Arc::new(Barrier::new(concurrency.max(1) as usize));
+        let start = Instant::now();
+        let mut workers = tokio::task::JoinSet::new();
+        for _ in 0..concurrency.max(1) {
+            let (env, cancel, requests) =
+                (self.env.clone(), self.cancel.clone(), self.requests.clone());
+            let (next, barrier) = (next.clone(), barrier.clone());
+            workers.spawn(async move {
+                barrier.wait().await;
+                let mut mine = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n || cancel.is_cancelled() {
+                        break;
+                    }
+                    let placed = requests
+                        .send_placed(&env, &cancel, i, pass == Pass::Counted, pass == Pass::Pool)
+                        .await;
+                    mine.push(placed);
+                }
+                mine
+            });
+        }
+        let mut samples = Vec::with_capacity(n as usize);
+        let mut spans = Vec::with_capacity(n as usize);
+        let mut end = start;
+        while let Some(joined) = workers.join_next().await {
+            if let Ok(mine) = joined {
+                for p in mine {
+                    end = end.max(p.freed);
+                    spans.push(Span {
+                        sent: (p.sent - start).as_secs_f64(),
+                        freed: (p.freed - start).as_secs_f64(),
+                    });
+                    samples.push(p.sample);
+                }
+            }
+        }
+        Measured {
+            samples,
+            wall: end - start,
+            spans,
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! What every request of one target and workload shares, and sending one of
+//! them; sweeps and gateway pairs send through it.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{MaxTokensField, Target, Workload};
+use crate::probe::body::Bodies;
+use crate::probe::exchange::{self as probe, RequestSpec};
+use crate::stats::sample::Sample;
+use crate::sweep::SweepEnv;
+
+/// Output tokens asked by the requests that open a level's connections: they
+/// exist to open them, not to measure anything.
+const POOL_OUTPUT_TOKENS: u32 = 1;
+
+/// The requests of one target and workload.
+pub(crate) struct Requests {
+    /// The target requests go to.
+    pub(crate) target: Arc<Target>,
+    /// The workload they belong to.
+    pub(crate) workload: Arc<Workload>,
+    url: String,
+    bodies: Bodies,
+    /// Bodies of the uncounted requests that open a level's connections.
+    pool: Bodies,
+    output_limit: u64,
+}
+
+/// One request sent from a place the caller already holds.
+pub(crate) struct Placed {
+    /// Its measurement.
+    pub(crate) sample: Sample,
+    /// When it was sent.
+    pub(crate) sent: Instant,
+    /// When its place was free again.
+    pub(crate) freed: Instant,
+}
+
+impl Requests {
+    /// With the configured output-limit field, else the default (gateway
+    /// pairs, which measure stub engines).
+    pub(crate) fn new(target: &Arc<Target>, workload: &Arc<Workload>, base_url: &str) -> Self {
+        let field = target
+            .max_tokens_field
+            .unwrap_or(MaxTokensField::MaxCompletionTokens);
+        Self::for_sweep(target, workload, base_url, field)
+    }
+
+    /// Bodies built once, for the target's model, with `field` carrying the
+    /// workload's output limit.
+    pub(crate) fn for_sweep(
+        target: &Arc<Target>,
+        workload: &Arc<Workload>,
+        base_url: &str,
+        field: MaxTokensField,
+    ) -> Self {
+        Requests {
+            target: target.clone(),
+            workload: workload.clone(),
+            url: format!("{base_url}/chat/completions"),
+            bodies: Bodies::new(
+                &target.model,
+                workload,
+                field,
+                workload.max_completion_tokens,
+            ),
+            pool: Bodies::new(&target.model, workload, field, POOL_OUTPUT_TOKENS),
+            output_limit: u64::from(workload.max_completion_tokens),
+        }
+    }
+
+    /// Sends request number `i` once it has a place in the global cap, and
+    /// returns its sample with the time it ended; None when cancelled while
+    /// waiting. `counted` requests reach the observer.
+    pub(crate) async fn send(
+        &self,
+        env: &SweepEnv,
+        cancel: &CancellationToken,
+        i: u64,
+        counted: bool,
+    ) -> Option<(Sample, Instant)> {
+        // Waiting for the global cap is not latency: the clock starts in `measure`.
+        let permit = tokio::select! {
+            p = env.in_flight.acquire() => p.ok()?,
+            _ = cancel.cancelled() => return None,
+        };
+        let placed = self.send_placed(env, cancel, i, counted, false).await;
+        drop(permit);
+        Some((placed.sample, placed.freed))
+    }
+
+    /// Sends request number `i` (prompts round robin) from a place the
+    /// caller holds; `pool` ones open connections with a one-token answer.
+    pub(crate) async fn send_placed(
+        &self,
+        env: &SweepEnv,
+        cancel: &CancellationToken,
+        i: u64,
+        counted: bool,
+        pool: bool,
+    ) -> Placed {
+        let counted_in_flight = env.observer.in_flight();
+        let bodies = if pool { &self.pool } else { &self.bodies };
+        // A marker no earlier request carried, where the workload puts one.
+        let body = bodies.body(i, fastrand::u64(..));
+        let spec = RequestSpec {
+            url: &self.url,
+            key: self.target.api_key.as_ref(),
+            timeout: self.target.request_timeout,
+            output_limit: Some(self.output_limit),
+        };
+        let sent = Instant::now();
+        let sample =
+            probe::measure(env.clients.for_target(&self.target), &spec, body, cancel).await;
+        let freed = Instant::now();
+        drop(counted_in_flight);
+        if counted {
+            env.observer.request(&self.target, &self.workload, &sample);
+        }
+        Placed {
+            sample,
+            sent,
+            freed,
+        }
+    }
+}

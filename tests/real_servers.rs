@@ -1,0 +1,558 @@
+//! Conditions of real deployments that used to make the knee and the
+//! percentiles wrong without any sign (issue 17): a level throttled by the
+//! global cap, cold connections, prefix caches, servers that ignore
+//! `max_completion_tokens`, failures left out of the SLO, connect timeouts,
+//! untrustworthy usage, bodies held open after `[DONE]`.
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use llmprobe::probe::tls::Clients;
+use llmprobe::schedule::endpoint;
+use llmprobe::stats::report::{LevelSummary, SweepReport};
+use llmprobe::sweep::{NoObserver, SweepEnv};
+use llmprobe::{config, sweep};
+use support::config::write_config;
+use support::raw::{self, content, finish, good_stream, usage, DONE, SSE_HEAD};
+use support::server::{start, Behavior};
+use tokio_util::sync::CancellationToken;
+
+/// A sweep that takes longer than this is hung.
+const SWEEP_BOUND: Duration = Duration::from_secs(60);
+
+/// One target `t1` at `base_url`: `levels`, `per_level` requests each, no
+/// warm-up, and `extra` target keys (indented as a target's).
+fn yaml(base_url: &str, levels: &str, per_level: u32, slo: &str, extra: &str) -> String {
+    format!(
+        r#"
+listen: "127.0.0.1:0"
+schedule: {{ interval: 1s, jitter: 0%, max_in_flight_total: 64, sweep_timeout: 50s }}
+defaults:
+  workload: chat
+  warmup_requests: 0
+  levels: {levels}
+  requests_per_level: {per_level}
+  min_requests_per_level: 1
+  request_timeout: 2s
+  slo: {slo}
+workloads:
+  chat:
+    max_completion_tokens: 8
+    prompts: ["hello there"]
+targets:
+  - name: t1
+    base_url: {base_url}
+    model: m
+{extra}
+"#
+    )
+}
+
+const LOOSE_SLO: &str = "{ p95_latency: 5s, max_shed_ratio: 0.05, max_error_ratio: 0.05 }";
+
+/// One sweep of the config's first target with `env`.
+async fn sweep_with(env: &SweepEnv, yaml: &str) -> SweepReport {
+    let cfg = config::load(&write_config(yaml)).unwrap_or_else(|e| panic!("{e}"));
+    let target = &cfg.targets[0];
+    let reachable = endpoint::reach(target).await.unwrap();
+    let run = sweep::run(env, target, &reachable.base_url, cfg.schedule.sweep_timeout);
+    tokio::time::timeout(SWEEP_BOUND, run)
+        .await
+        .expect("the sweep ends in bounded time")
+}
+
+fn env_with(clients: Clients, cap: u32) -> SweepEnv {
+    SweepEnv::new(clients, cap, CancellationToken::new(), Arc::new(NoObserver))
+}
+
+async fn sweep(yaml: &str) -> SweepReport {
+    sweep_with(
+        &env_with(Clients::new(llmprobe::CONNECT_TIMEOUT).unwrap(), 64),
+        yaml,
+    )
+    .await
+}
+
+fn levels(r: &SweepReport) -> &[LevelSummary] {
+    &r.workloads[0].levels
+}
+
+// --- Achieved concurrency and the global cap ---------------------------------
+
+#[test]
+fn check_config_rejects_a_level_above_the_global_cap() {
+    // Static targets (through the defaults and their own levels) and the
+    // template every discovered target is made from.
+    let path = write_config(
+        r#"
+schedule: { max_in_flight_total: 4 }
+defaults:
+  workload: chat
+  levels: [1, 2, 4, 8, 16]
+workloads:
+  chat: { prompts: ["hi"] }
+targets:
+  - name: sim
+    simulator: { profile: tiny }
+  - name: own
+    base_url: http://127.0.0.1:9/v1
+    model: m
+    levels: [2, 6]
+  - name: capped
+    base_url: http://127.0.0.1:9/v1
+    model: m
+    max_concurrency: 4
+file_sd:
+  files: [discovered/*.json]
+target_template:
+  model: m
+  levels: [1, 32]
+"#,
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_llmprobe"))
+        .args(["check-config", "--config"])
+        .arg(&path)
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let file = path.display().to_string();
+    for (key, level) in [
+        ("defaults.levels", 8),
+        ("targets[1] (own).levels", 6),
+        ("target_template.levels", 32),
+    ] {
+        let want =
+            format!("{file}: {key}: level {level} is above schedule.max_in_flight_total (4)");
+        assert!(stderr.contains(&want), "missing `{want}` in:\n{stderr}");
+    }
+    assert_eq!(
+        stderr.matches("defaults.levels").count(),
+        1,
+        "said once for every target inheriting it, and not for `capped`:\n{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_level_the_global_cap_cannot_hold_does_not_raise_the_knee() {
+    // Sheds above 4 in flight: the knee is 4. Another target holds 4 of the
+    // 8 places throughout, so level 8 cannot have its places: it must not
+    // run with 4 in flight and pass for a level of 8.
+    let server = start(Behavior {
+        ttft: Duration::from_millis(20),
+        gap: Duration::from_millis(2),
+        tokens: 4,
+        shed_above: Some(4),
+        ..Default::default()
+    })
+    .await;
+    let env = env_with(Clients::new(llmprobe::CONNECT_TIMEOUT).unwrap(), 8);
+    let _other_target = env.in_flight.clone().acquire_many_owned(4).await.unwrap();
+    let r = sweep_with(
+        &env,
+        &yaml(
+            &server.base_url(),
+            "[1, 2, 4, 8]",
+            8,
+            LOOSE_SLO,
+            "    request_timeout: 1s\n    max_tokens_field: max_completion_tokens",
+        ),
+    )
+    .await;
+    let w = &r.workloads[0];
+    assert_eq!(w.capacity.knee_concurrency, 4, "{:?}", w.capacity);
+    assert!(w.capacity.knee_is_lower_bound, "nothing broke the SLO");
+    let why = w.capacity.stopped_because.as_deref().unwrap_or("");
+    assert!(
+        why.contains("concurrency 8 not measured") && why.contains("global cap"),
+        "{why}"
+    );
+    assert!(server.max_in_flight() <= 4, "nothing was shed");
+    for l in &w.levels {
+        assert!(l.kept_concurrency, "level {}", l.concurrency);
+        assert!(
+            l.achieved_concurrency >= 0.9 * f64::from(l.concurrency)
+                && l.achieved_concurrency <= f64::from(l.concurrency) + 1e-9,
+            "level {}: achieved {}",
+            l.concurrency,
+            l.achieved_concurrency
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counted_requests_find_their_connections_open() {
+    let server = start(Behavior {
+        ttft: Duration::from_millis(10),
+        ..Default::default()
+    })
+    .await;
+    let r = sweep(&yaml(&server.base_url(), "[1, 4]", 8, LOOSE_SLO, "")).await;
+    assert!(r.success, "{:?}", r.error);
+    for l in levels(&r) {
+        assert_eq!(l.outcomes["ok"], 8);
+        // The level's connections were opened before it, uncounted.
+        assert_eq!(l.new_connections, 0, "level {}", l.concurrency);
+        assert_eq!(l.connect_seconds.count, 0);
+        assert!(l.littles_law_concurrency > 0.0);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_connection_is_timed_apart() {
+    // `connection: close`: every request opens its own connection.
+    let s = raw::start(|mut c| async move {
+        if c.read_request().await.is_some() {
+            c.write(format!("{SSE_HEAD}{}", good_stream(3))).await;
+        }
+    })
+    .await;
+    let r = sweep(&yaml(&s.base_url(), "[2]", 6, LOOSE_SLO, "")).await;
+    let l = &levels(&r)[0];
+    assert_eq!(l.outcomes["ok"], 6, "{:?}", l.error_examples);
+    assert_eq!(l.new_connections, 6);
+    assert_eq!(l.connect_seconds.count, 6);
+    let p50 = l.connect_seconds.p50.unwrap();
+    assert!(p50 > 0.0 && p50 < 1.0, "{p50}");
+}
+
+// --- Body held open after the end of the stream -----------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_held_open_after_done_does_not_hold_the_place() {
+    let s = raw::start(|mut c| async move {
+        if c.read_request().await.is_some() {
+            c.write(format!("{SSE_HEAD}{}", good_stream(4))).await;
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    })
+    .await;
+    let r = sweep(&yaml(&s.base_url(), "[4]", 12, LOOSE_SLO, "")).await;
+    let l = &levels(&r)[0];
+    assert_eq!(l.outcomes["ok"], 12, "{:?}", l.error_examples);
+    assert!(l.kept_concurrency, "achieved {}", l.achieved_concurrency);
+    assert!(
+        l.achieved_concurrency > 3.0,
+        "achieved {}",
+        l.achieved_concurrency
+    );
+    assert_eq!(r.workloads[0].capacity.knee_concurrency, 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finish_reason_and_usage_end_a_stream_without_done() {
+    // No [DONE], and the body stays open: the stream has said all it will.
+    let s = raw::start(|mut c| async move {
+        if c.read_request().await.is_some() {
+            let stream = format!("{SSE_HEAD}{}{}{}", content("a"), finish(), usage(1));
+            c.write(stream).await;
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+    })
+    .await;
+    let r = sweep(&yaml(&s.base_url(), "[2]", 4, LOOSE_SLO, "")).await;
+    let l = &levels(&r)[0];
+    assert_eq!(l.outcomes["ok"], 4, "{:?}", l.error_examples);
+    assert!(l.decision_latency_seconds.p95.unwrap() < 1.0);
+}
+
+// --- Failures inside the SLO -------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_percent_timeouts_break_a_tight_latency_slo() {
+    // Of every 25 requests: one stalls past the 600 ms limit, one answers in
+    // 400 ms, the rest at once. Ok-only p95 is fast; counting the timeouts
+    // (4%, under the 5% error limit) moves p95 onto the slow answers.
+    let n = Arc::new(AtomicUsize::new(0));
+    let counter = n.clone();
+    let s = raw::start(move |mut c| {
+        let counter = counter.clone();
+        async move {
+            let Some(head) = c.read_request().await else {
+                return;
+            };
+            if !head.starts_with("POST") {
+                c.write(raw::response("404 Not Found", &[], "")).await;
+                return;
+            }
+            match counter.fetch_add(1, Ordering::SeqCst) % 25 {
+                0 => tokio::time::sleep(Duration::from_secs(3)).await,
+                1 => {
+                    tokio::time::sleep(Duration::from_millis(400)).await;
+                    c.write(format!("{SSE_HEAD}{}", good_stream(2))).await;
+                }
+                _ => {
+                    c.write(format!("{SSE_HEAD}{}", good_stream(2))).await;
+                }
+            }
+        }
+    })
+    .await;
+    let slo = "{ p95_latency: 300ms, max_shed_ratio: 0.05, max_error_ratio: 0.05 }";
+    let extra = "    request_timeout: 600ms\n    max_tokens_field: max_completion_tokens";
+    let r = sweep(&yaml(&s.base_url(), "[1]", 50, slo, extra)).await;
+    let l = &levels(&r)[0];
+    assert_eq!(l.outcomes["timeout"], 2, "{:?}", l.outcomes);
+    assert_eq!(l.outcomes["ok"], 48);
+    assert!(l.error_ratio <= 0.05);
+    assert!(l.latency_seconds.p95.unwrap() < 0.3, "ok-only p95 is fast");
+    assert_eq!(l.decision_latency_seconds.count, 50);
+    assert!(
+        l.decision_latency_seconds.p99.unwrap() >= 0.6,
+        "a timeout counts its limit"
+    );
+    assert!(l.decision_latency_seconds.p95.unwrap() > 0.3);
+    assert!(!l.within_slo);
+    assert_eq!(r.workloads[0].capacity.knee_concurrency, 0);
+    assert!(!r.workloads[0].capacity.knee_is_lower_bound);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connect_timeout_is_a_connect_error() {
+    // A listening socket that never accepts, its backlog full: the
+    // handshake of a new connection never completes.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(0).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let _fills_the_backlog = std::net::TcpStream::connect(addr).unwrap();
+    let env = env_with(Clients::new(Duration::from_millis(300)).unwrap(), 8);
+    let extra = "    max_tokens_field: max_completion_tokens";
+    let r = sweep_with(
+        &env,
+        &yaml(&format!("http://{addr}/v1"), "[1]", 2, LOOSE_SLO, extra),
+    )
+    .await;
+    let l = &levels(&r)[0];
+    assert_eq!(l.outcomes["connect_error"], 2, "{:?}", l.outcomes);
+    assert_eq!(l.outcomes["timeout"], 0);
+    drop(listener);
+}
+
+// --- Usage that cannot be trusted, streams cut off ---------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zero_completion_tokens_with_content_is_not_trusted() {
+    let stream = format!(
+        "{SSE_HEAD}{}{}{}{}{}",
+        content("a"),
+        content("b"),
+        content("c"),
+        finish(),
+        usage(0)
+    );
+    let s = raw::fixed(format!("{stream}{DONE}")).await;
+    let r = sweep(&yaml(&s.base_url(), "[1]", 4, LOOSE_SLO, "")).await;
+    let l = &levels(&r)[0];
+    assert_eq!(l.outcomes["ok"], 4, "{:?}", l.error_examples);
+    assert_eq!(l.output_tokens, 12, "three chunks each, not the reported 0");
+    assert_eq!(l.token_source, "chunks");
+    assert_eq!(l.usage_disagreements, 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_cut_off_says_after_how_many_chunks() {
+    let s = raw::fixed(format!(
+        "{SSE_HEAD}{}{}{}",
+        content("a"),
+        content("b"),
+        content("c")
+    ))
+    .await;
+    let r = sweep(&yaml(&s.base_url(), "[1]", 2, LOOSE_SLO, "")).await;
+    let l = &levels(&r)[0];
+    assert_eq!(l.outcomes["protocol_error"], 2);
+    let e = &l.error_examples["protocol_error"];
+    assert!(e.contains("after 3 content chunks"), "{e}");
+}
+
+// --- The output-limit field --------------------------------------------------
+
+/// A server like llama-cpp-python: it honours `max_tokens` only; without it
+/// it generates until its context (40 tokens) is full and the stream breaks.
+async fn ignores_max_completion_tokens(honours_max_tokens: bool) -> raw::RawServer {
+    raw::start(move |mut c| async move {
+        let Some((head, body)) = c.read_request_and_body().await else {
+            return;
+        };
+        if !head.starts_with("POST") {
+            c.write(raw::response("404 Not Found", &[], "")).await;
+            return;
+        }
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        match body["max_tokens"].as_u64() {
+            Some(n) if honours_max_tokens => {
+                let mut s = SSE_HEAD.to_string();
+                for _ in 0..n {
+                    s.push_str(&content("tok"));
+                }
+                s.push_str(&finish());
+                s.push_str(DONE);
+                c.write(s).await;
+            }
+            _ => {
+                let mut s = SSE_HEAD.to_string();
+                for _ in 0..40 {
+                    s.push_str(&content("tok"));
+                }
+                c.write(s).await;
+                c.reset();
+            }
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warm_up_switches_to_max_tokens_when_max_completion_tokens_is_ignored() {
+    let s = ignores_max_completion_tokens(true).await;
+    let r = sweep(&yaml(&s.base_url(), "[1, 2]", 4, LOOSE_SLO, "")).await;
+    assert!(r.success, "{:?}", r.error);
+    for l in levels(&r) {
+        assert_eq!(l.outcomes["ok"], 4, "{:?}", l.error_examples);
+        assert_eq!(l.output_tokens, 4 * 8, "8 tokens each, as asked");
+    }
+    assert_eq!(r.output_limit.field, "max_tokens");
+    assert_eq!(r.output_limit.source, "detected");
+    let note = r.output_limit.note.as_deref().unwrap_or("");
+    assert!(note.contains("max_completion_tokens"), "{note}");
+    let table = llmprobe::terminal::table(std::slice::from_ref(&r));
+    assert!(
+        table.contains("output limit sent as `max_tokens`"),
+        "{table}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_nothing_bounds_fails_the_sweep_saying_so() {
+    let s = ignores_max_completion_tokens(false).await;
+    let r = sweep(&yaml(&s.base_url(), "[1]", 2, LOOSE_SLO, "")).await;
+    assert!(!r.success);
+    let e = r.error.as_deref().unwrap_or("");
+    assert!(e.starts_with("nothing bounds the server's output"), "{e}");
+    assert!(r.workloads.is_empty(), "no level is measured");
+}
+
+// --- Prefix caches -----------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefix_cache_on_the_simulated_engine_in_both_modes() {
+    // One 2,000-token prompt, prefilled at 20,000 tokens/s: 100 ms of
+    // prefill, unless the engine has the prefix cached.
+    let system = "You answer questions about capacity planning. ".repeat(170);
+    let yaml = format!(
+        r#"
+listen: "127.0.0.1:0"
+defaults:
+  warmup_requests: 1
+  levels: [1]
+  requests_per_level: 6
+  min_requests_per_level: 1
+workloads:
+  fresh:
+    max_completion_tokens: 4
+    synthetic: {{ prompt_tokens: 2000, count: 1 }}
+  repeated:
+    max_completion_tokens: 4
+    synthetic: {{ prompt_tokens: 2000, count: 1 }}
+    prefix_cache: shared
+  system:
+    max_completion_tokens: 4
+    system_prompt: "{system}"
+    prompts: ["What limits throughput?", "Why does TTFT grow?"]
+    prefix_cache: shared_system_prompt
+targets:
+  - name: sim
+    workloads: [fresh, repeated, system]
+    simulator: {{ profile: tiny, prefill_tokens_per_second: 20000, step_base: 2ms, step_per_sequence: 100us }}
+"#
+    );
+    let cfg = config::load(&write_config(&yaml)).unwrap_or_else(|e| panic!("{e}"));
+    let r = llmprobe::sweep_once(&cfg, &[], false)
+        .await
+        .unwrap()
+        .remove(0);
+    assert!(r.success, "{:?}", r.error);
+    let level = |w: usize| &r.workloads[w].levels[0];
+    let (fresh, repeated, system) = (level(0), level(1), level(2));
+    for l in [fresh, repeated, system] {
+        assert_eq!(l.outcomes["ok"], 6, "{:?}", l.error_examples);
+    }
+    // Unique (the default): every request pays the whole prefill.
+    assert_eq!(fresh.cached_prompt_tokens, 0);
+    let ttft = |l: &LevelSummary| l.ttft_seconds.p50.unwrap();
+    assert!(ttft(fresh) >= 0.09, "fresh TTFT {}", ttft(fresh));
+    // Shared: every request but none (warm-up came first) hits the cache.
+    assert!(
+        repeated.cached_prompt_tokens >= 6 * 1900,
+        "{}",
+        repeated.cached_prompt_tokens
+    );
+    assert!(
+        ttft(repeated) < ttft(fresh) / 2.0,
+        "repeated {} vs fresh {}",
+        ttft(repeated),
+        ttft(fresh)
+    );
+    // A shared system prompt, then new user text: the system prompt is cached.
+    assert!(system.cached_prompt_tokens >= 6 * 1900);
+    assert!(system.cached_prompt_tokens < system.prompt_tokens);
+}
+
+// --- What the knee is --------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_knee_no_level_broke_is_a_lower_bound_and_says_why_the_climb_ended() {
+    // The tiny engine sheds above 8; max_concurrency stops the climb at 2.
+    let yaml = r#"
+listen: "127.0.0.1:0"
+defaults:
+  workload: chat
+  warmup_requests: 1
+  levels: [1, 2, 4, 8]
+  requests_per_level: 4
+  min_requests_per_level: 1
+workloads:
+  chat: { max_completion_tokens: 8, prompts: ["hi"] }
+targets:
+  - name: sim
+    simulator: { profile: tiny }
+    max_concurrency: 2
+"#;
+    let cfg = config::load(&write_config(yaml)).unwrap_or_else(|e| panic!("{e}"));
+    let r = llmprobe::sweep_once(&cfg, &[], false)
+        .await
+        .unwrap()
+        .remove(0);
+    let c = &r.workloads[0].capacity;
+    assert_eq!(c.knee_concurrency, 2);
+    assert!(c.knee_is_lower_bound);
+    let why = c.stopped_because.as_deref().unwrap_or("");
+    assert!(why.contains("max_concurrency (2)"), "{why}");
+    let table = llmprobe::terminal::table(std::slice::from_ref(&r));
+    assert!(table.contains("knee: ≥ 2 "), "{table}");
+    let json: serde_json::Value = serde_json::from_str(&llmprobe::terminal::json(&[r])).unwrap();
+    let capacity = &json["targets"][0]["workloads"][0]["capacity"];
+    assert_eq!(capacity["knee_is_lower_bound"], true);
+    let level = &json["targets"][0]["workloads"][0]["levels"][1];
+    for field in [
+        "achieved_concurrency",
+        "littles_law_concurrency",
+        "kept_concurrency",
+        "decision_latency_seconds",
+        "new_connections",
+        "connect_seconds",
+        "usage_disagreements",
+        "cached_prompt_tokens",
+    ] {
+        assert!(!level[field].is_null(), "{field} in the JSON");
+    }
+    assert_eq!(
+        json["targets"][0]["output_limit"]["field"],
+        "max_completion_tokens"
+    );
+}
