@@ -133,7 +133,8 @@ def write_file_sd(ids, ports):
 
 
 def config(listen, valid):
-    bad = "  not_a_key: 1\n" if not valid else ""
+    # A top-level unknown key (indented, it was a YAML syntax error instead).
+    bad = "not_a_key: 1\n" if not valid else ""
     return f"""listen: "{listen}"
 schedule: {{ interval: {INTERVAL}s, jitter: 10%, max_in_flight_total: 256, sweep_timeout: 50s }}
 {bad}defaults:
