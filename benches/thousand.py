@@ -253,7 +253,7 @@ def main():
             for _ in range(5):
                 body, dt = metrics(port)
                 times.append(dt)
-            series, stale, sweeps = 0, set(), 0
+            series, stale, sweeps = 0, set(), Counter()
             for line in body.splitlines():
                 if not line or line.startswith("#"):
                     continue
@@ -261,9 +261,9 @@ def main():
                 m = SERIES.match(line)
                 if not m:
                     continue
-                if m.group(1) == "llmprobe_sweeps_total":
-                    sweeps += float(m.group(3))
                 t = TARGET.search(m.group(2) or "")
+                if m.group(1) == "llmprobe_sweeps_total" and t:
+                    sweeps[t.group(1)] += float(m.group(3))
                 if t and t.group(1) in removed_at and now - removed_at[t.group(1)] > INTERVAL * 1.2:
                     stale.add(t.group(1))
             rows.append({
@@ -276,7 +276,10 @@ def main():
                 "exposition_kib": len(body) / 1024,
                 "scrape_ms_median": 1000 * statistics.median(times),
                 "scrape_ms_max": 1000 * max(times),
-                "sweeps_since_last_sample": None if last_sweeps is None else sweeps - last_sweeps,
+                # Over the targets present at both samples: a removed
+                # target's counter leaves the sum, an added one starts at 0.
+                "sweeps_since_last_sample": None if last_sweeps is None else
+                int(sum(n - last_sweeps[t] for t, n in sweeps.items() if t in last_sweeps)),
                 "targets_present": len(present_since),
                 "stale_targets": len(stale),
                 # The machine may be shared: scrape times and sweep delays depend on it.

@@ -97,7 +97,7 @@ impl Metrics {
     /// The configuration counts as successfully loaded at construction time,
     /// because a `Metrics` is only built once a valid configuration is in hand.
     pub fn new(registry: &Registry) -> Result<Metrics, prometheus::Error> {
-        let running = RunningTotals::new(registry)?;
+        let running = RunningTotals::new();
         let daemon = DaemonState::new(registry, now_unix())?;
         results::check_names()?;
 
@@ -223,12 +223,21 @@ impl Metrics {
         parts
     }
 
-    /// The registry's families (running totals, daemon, process) as text.
+    /// The families that change with every request (running totals) and
+    /// the registry's (daemon, fleet, process), merged in name order as the
+    /// registry alone wrote them before the running totals left it.
     fn encode_live(&self) -> String {
+        let mut running = self.running.text().into_iter().peekable();
         let families = self.registry.gather();
         let last = self.live_len.load(Ordering::Relaxed);
         let mut live = String::with_capacity(last + last / 16 + 1024);
-        encode_into(&families, &mut live);
+        for family in &families {
+            while let Some((_, text)) = running.next_if(|(name, _)| *name < family.name()) {
+                live.push_str(&text);
+            }
+            encode_into(std::slice::from_ref(family), &mut live);
+        }
+        running.for_each(|(_, text)| live.push_str(&text));
         self.live_len.store(live.len(), Ordering::Relaxed);
         live
     }

@@ -378,13 +378,7 @@ impl<'a> Families<'a> {
                 .and_then(|r| r.families.iter().find(|(n, _)| *n == spec.name))
                 .map_or(0, |(_, t)| t.len());
             let mut text = String::with_capacity(last + last / 16 + 256);
-            text.push_str("# HELP ");
-            text.push_str(spec.name);
-            text.push(' ');
-            escape_into(&mut text, spec.help, false);
-            text.push_str("\n# TYPE ");
-            text.push_str(spec.name);
-            text.push_str(" gauge\n");
+            family_header(&mut text, spec, "gauge");
             text
         })
     }
@@ -418,8 +412,21 @@ impl<'a> Families<'a> {
     }
 }
 
+/// Appends the `# HELP` and `# TYPE` lines of a family of type `kind`.
+pub(super) fn family_header(out: &mut String, spec: &Spec, kind: &str) {
+    out.push_str("# HELP ");
+    out.push_str(spec.name);
+    out.push(' ');
+    escape_into(out, spec.help, false);
+    out.push_str("\n# TYPE ");
+    out.push_str(spec.name);
+    out.push(' ');
+    out.push_str(kind);
+    out.push('\n');
+}
+
 /// Appends one series line: `name{label="value",...} value`.
-fn write_series<'l>(
+pub(super) fn write_series<'l>(
     out: &mut String,
     name: &str,
     labels: impl IntoIterator<Item = (&'l str, &'l str)>,
