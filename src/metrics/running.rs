@@ -155,7 +155,7 @@ impl RunningTotals {
 
 /// The labels of a series of `key`, sorted by name as the prometheus
 /// crate sorts them.
-fn labels<'a>(key: &'a Key) -> [(&'static str, &'a str); 3] {
+fn labels(key: &Key) -> [(&'static str, &str); 3] {
     let (m, t, w) = key;
     [("model", m), ("target", t), ("workload", w)]
 }
