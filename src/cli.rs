@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 /// Keeps measuring the serving capacity of OpenAI-compatible LLM servers and
 /// exposes it to Prometheus.
 #[derive(Debug, Parser)]
-#[command(name = "llmprobe", version, about)]
+#[command(name = "llmprobe", version = crate::build_info::VERSION_LINE, about)]
 pub struct Cli {
     /// What to do (default: run the daemon).
     #[command(subcommand)]
@@ -50,6 +50,12 @@ pub enum Command {
     CheckConfig,
     /// Serve the built-in simulated OpenAI-compatible engine.
     Simulate(Box<crate::sim::SimArgs>),
+    /// Write the man pages and shell completions into a folder (packaging).
+    #[command(hide = true)]
+    GenerateDocs {
+        /// Folder to write `man1/` and `completions/` into (created).
+        out: PathBuf,
+    },
 }
 
 /// Output formats of `sweep`.

@@ -19,7 +19,9 @@ pub mod stream;
 pub mod sweep;
 pub mod terminal;
 
+pub mod build_info;
 pub mod cli;
+pub mod manual;
 pub mod signals;
 
 use std::io::IsTerminal;

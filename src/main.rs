@@ -28,7 +28,10 @@ fn main() -> ExitCode {
     // clutter the terminal.
     let quiet = matches!(
         cli.command,
-        Some(Command::Sweep { .. }) | Some(Command::CheckConfig) | Some(Command::Report { .. })
+        Some(Command::Sweep { .. })
+            | Some(Command::CheckConfig)
+            | Some(Command::Report { .. })
+            | Some(Command::GenerateDocs { .. })
     );
     init_tracing(cli.log_format, if quiet { "warn" } else { "info" });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -148,6 +151,12 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 },
             };
             emit(&report_html::report(&doc, &settings), output.as_deref())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::GenerateDocs { out } => {
+            for file in llmprobe::manual::generate(&out)? {
+                println!("{}", file.display());
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Simulate(args) => {

@@ -9,10 +9,13 @@
 //! - `prometheus/alertmanager.example.yml`: `amtool check-config`, and a real
 //!   Alertmanager (Debian package `prometheus-alertmanager`; set `AMTOOL`,
 //!   `ALERTMANAGER` for other binaries) inhibiting exactly what the file says;
-//! - `systemd/llmprobe.service`: `systemd-analyze verify` and
+//! - `systemd/llmprobe.service` and its optional drop-in
+//!   `systemd/credentials.conf.example`: `systemd-analyze verify` and
 //!   `systemd-analyze security --offline=true` (Debian package `systemd`;
-//!   these two are skipped, with a printed reason, only where
-//!   systemd-analyze is absent);
+//!   these are skipped, with a printed reason, only where systemd-analyze is
+//!   absent); the unit's `ExecReload=` commands run as systemd runs them,
+//!   against the real daemon, accepting a valid change and failing on a
+//!   rejected one;
 //! - `grafana/dashboards/*.json`: structure an importable dashboard needs
 //!   (datasource variable, template variables, only known metric names).
 //!   The type check against Grafana's schema is `grafana/schema-check/run.sh`.
@@ -21,6 +24,7 @@ mod support;
 
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
+use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -471,10 +475,11 @@ fn systemd_unit_has_the_required_settings() {
         "Type=notify",
         "NotifyAccess=main",
         "WatchdogSec=60",
-        "ExecStart=/usr/local/bin/llmprobe run --config /etc/llmprobe/llmprobe.yaml",
+        "ExecStart=/usr/bin/llmprobe run --config /etc/llmprobe/llmprobe.yaml",
+        "EnvironmentFile=-/etc/default/llmprobe",
+        "ExecReload=/usr/bin/llmprobe check-config --config /etc/llmprobe/llmprobe.yaml",
         "ExecReload=/bin/kill -HUP $MAINPID",
         "DynamicUser=yes",
-        "LoadCredential=worker-api-key:/etc/llmprobe/credentials/worker-api-key",
         "NoNewPrivileges=yes",
         "CapabilityBoundingSet=",
         "ProtectSystem=strict",
@@ -489,10 +494,81 @@ fn systemd_unit_has_the_required_settings() {
             "systemd/llmprobe.service lacks `{wanted}`"
         );
     }
+    // Validation comes before the signal: systemd runs ExecReload= lines in
+    // order and stops at the first that fails.
+    let reloads: Vec<&str> = unit
+        .lines()
+        .filter(|l| l.starts_with("ExecReload="))
+        .collect();
+    assert_eq!(reloads.len(), 2, "{reloads:?}");
+    assert!(reloads[0].contains("check-config"), "{reloads:?}");
+    // A LoadCredential= line fails the start when its file is missing: the
+    // unit has none outside comments, the optional drop-in has them.
     assert!(
-        unit.contains("api_key_file: ${CREDENTIALS_DIRECTORY}/worker-api-key"),
-        "the unit should explain how a target reads its credential"
+        !lines.iter().any(|l| l.starts_with("LoadCredential")),
+        "an active LoadCredential= line in the unit breaks the start without the key file"
     );
+    assert!(
+        unit.contains("api_key_env: WORKER_API_KEY"),
+        "the unit should explain how a target reads its key from /etc/default/llmprobe"
+    );
+    // process_start_time_seconds needs /proc/stat.
+    assert!(
+        !lines.contains("ProcSubset=pid"),
+        "ProcSubset=pid hides /proc/stat"
+    );
+    assert!(
+        unit.contains("Needs systemd 248 or later"),
+        "the unit should state the minimum systemd version"
+    );
+
+    let dropin = read("systemd/credentials.conf.example");
+    let dropin_lines: BTreeSet<&str> = dropin.lines().map(str::trim).collect();
+    for wanted in [
+        "[Service]",
+        "LoadCredential=worker-api-key:/etc/llmprobe/credentials/worker-api-key",
+    ] {
+        assert!(
+            dropin_lines.contains(wanted),
+            "systemd/credentials.conf.example lacks `{wanted}`"
+        );
+    }
+    assert!(
+        dropin.contains("api_key_file: ${CREDENTIALS_DIRECTORY}/worker-api-key"),
+        "the drop-in should explain how a target reads its credential"
+    );
+}
+
+/// `systemd-analyze verify` on the unit with `dropin` as
+/// `llmprobe.service.d/credentials.conf`; returns the complaints that concern
+/// our files (verify reports problems it tolerates, unknown keys or bad
+/// values, on stderr with exit status 0).
+fn verify_unit(tool: &str, dropin: &str) -> Vec<String> {
+    // verify needs the binaries the unit runs to exist: point them at the
+    // one cargo built.
+    let bin = env!("CARGO_BIN_EXE_llmprobe");
+    let unit = read("systemd/llmprobe.service");
+    let original = "/usr/bin/llmprobe ";
+    assert!(
+        unit.contains(&format!("ExecStart={original}")),
+        "unit has no `ExecStart={original}` line"
+    );
+    let unit = unit.replace(original, &format!("{bin} "));
+    let dir = ScratchDir::new("unit");
+    let path = dir.path().join("llmprobe.service");
+    std::fs::write(&path, unit).unwrap();
+    // A drop-in next to the unit is read as in /etc/systemd/system.
+    let dropins = dir.path().join("llmprobe.service.d");
+    std::fs::create_dir(&dropins).unwrap();
+    std::fs::write(dropins.join("credentials.conf"), dropin).unwrap();
+
+    let out = systemd_analyze_run(tool, [OsStr::new("verify"), path.as_os_str()]);
+    assert_success("systemd-analyze verify", &out);
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| l.contains("llmprobe.service"))
+        .map(str::to_string)
+        .collect()
 }
 
 #[test]
@@ -500,30 +576,153 @@ fn systemd_analyze_verify() {
     let Some(tool) = systemd_analyze() else {
         return;
     };
-    // verify needs ExecStart's binary to exist: point it at the one cargo built.
-    let bin = env!("CARGO_BIN_EXE_llmprobe");
-    let unit = read("systemd/llmprobe.service");
-    let original = "ExecStart=/usr/local/bin/llmprobe ";
-    assert!(unit.contains(original), "unit has no `{original}` line");
-    let unit = unit.replace(original, &format!("ExecStart={bin} "));
-    let dir = ScratchDir::new("operator-unit");
-    let path = dir.path().join("llmprobe.service");
-    std::fs::write(&path, unit).unwrap();
-
-    let out = systemd_analyze_run(tool, [OsStr::new("verify"), path.as_os_str()]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_success("systemd-analyze verify", &out);
-    // verify reports problems it tolerates (unknown keys, bad values) on
-    // stderr with exit status 0: none may concern our unit.
-    let complaints: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.contains("llmprobe.service"))
-        .collect();
+    let complaints = verify_unit(tool, &read("systemd/credentials.conf.example"));
     assert!(
         complaints.is_empty(),
         "systemd-analyze verify complains:\n{}",
         complaints.join("\n")
     );
+    // The check can fail: a broken drop-in is reported.
+    let complaints = verify_unit(tool, "[Service]\nLoadCredentail=x:/y\n");
+    assert!(
+        complaints.iter().any(|c| c.contains("LoadCredentail")),
+        "verify did not read the drop-in: {complaints:?}"
+    );
+}
+
+/// The daemon started from the built binary; killed when dropped.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// GET `path` from 127.0.0.1:`port` over HTTP/1.0; None while nothing listens.
+fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .ok()?;
+    write!(conn, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut text = String::new();
+    conn.read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+/// Polls /metrics until `pred` holds (30 s at most) and returns it.
+fn wait_for_metrics(port: u16, what: &str, pred: impl Fn(&str) -> bool) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let text = http_get(port, "/metrics").unwrap_or_default();
+        if pred(&text) {
+            return text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}; /metrics:\n{text}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Runs the unit's `ExecReload=` lines as systemd does: in order, each split
+/// on whitespace (no shell), `$MAINPID` replaced, stopping at the first that
+/// fails. Returns whether the reload succeeded and the output of the last
+/// command run.
+fn systemctl_reload(unit: &str, bin: &str, config: &Path, pid: u32) -> (bool, String) {
+    let mut last = String::new();
+    for line in unit.lines().filter_map(|l| l.strip_prefix("ExecReload=")) {
+        let line = line
+            .replace("/usr/bin/llmprobe", bin)
+            .replace("/etc/llmprobe/llmprobe.yaml", &config.display().to_string())
+            .replace("$MAINPID", &pid.to_string());
+        let mut words = line.split_whitespace();
+        let program = words.next().expect("empty ExecReload=");
+        let out = Command::new(program).args(words).output().unwrap();
+        last = format!(
+            "{line}: {}\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if !out.status.success() {
+            return (false, last);
+        }
+    }
+    (true, last)
+}
+
+#[test]
+fn systemd_reload_validates_first_and_fails_on_a_rejected_config() {
+    let bin = env!("CARGO_BIN_EXE_llmprobe");
+    let unit = read("systemd/llmprobe.service");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // The shipped configuration (the in-process simulator), on a free port.
+    let shipped = read("config/llmprobe.yaml");
+    let listen = "listen: \"127.0.0.1:9775\"";
+    assert!(
+        shipped.contains(listen),
+        "config/llmprobe.yaml: no `{listen}`"
+    );
+    let shipped = shipped.replace(listen, &format!("listen: \"127.0.0.1:{port}\""));
+    let dir = ScratchDir::new("reload");
+    let config = dir.path().join("llmprobe.yaml");
+    std::fs::write(&config, &shipped).unwrap();
+
+    let mut daemon = Child(
+        Command::new(bin)
+            .args(["run", "--config"])
+            .arg(&config)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = daemon.0.id();
+    wait_for_metrics(port, "the daemon", |t| {
+        t.contains("llmprobe_config_last_reload_successful 1")
+    });
+
+    // A valid change: the reload succeeds and the daemon measures the new
+    // target.
+    let added = "\n  - name: simulated-2\n    simulator:\n      profile: tiny\n";
+    std::fs::write(&config, format!("{shipped}{added}")).unwrap();
+    let (ok, output) = systemctl_reload(&unit, bin, &config, pid);
+    assert!(ok, "reload of a valid config failed: {output}");
+    wait_for_metrics(port, "the reloaded target", |t| {
+        t.contains("target=\"simulated-2\"")
+    });
+
+    // A rejected change: the reload fails at validation, before the signal;
+    // the daemon keeps running on the configuration it had.
+    let broken = format!("{shipped}{added}").replace("levels: [1, 2, 4, 8, 16]", "levels: [4, 2]");
+    assert_ne!(
+        broken,
+        format!("{shipped}{added}"),
+        "no levels line to break"
+    );
+    std::fs::write(&config, &broken).unwrap();
+    let (ok, output) = systemctl_reload(&unit, bin, &config, pid);
+    assert!(!ok, "reload of a rejected config succeeded: {output}");
+    assert!(
+        output.contains("check-config") && output.contains("levels"),
+        "the failure should come from check-config and name the key: {output}"
+    );
+    let text = wait_for_metrics(port, "the daemon after the rejected reload", |t| {
+        t.contains("llmprobe_config_last_reload_successful")
+    });
+    assert!(
+        text.contains("llmprobe_config_last_reload_successful 1")
+            && text.contains("target=\"simulated-2\""),
+        "the daemon should keep its last good configuration:\n{text}"
+    );
+    assert!(daemon.0.try_wait().unwrap().is_none(), "the daemon exited");
 }
 
 #[test]

@@ -78,15 +78,18 @@ pub(crate) async fn run(
         _ = tokio::time::sleep(offset) => {}
         _ = cancel.cancelled() => return,
     }
-    let Some(reached) = job.reach().await else {
+    // The futures of a round are boxed: held inline, the largest of them
+    // made every idle loop's task about 12 KB (heaptrack, 200 targets), for
+    // a future that only lives while it runs.
+    let Some(reached) = Box::pin(job.reach()).await else {
         return;
     };
     job.started(&out);
     loop {
-        if !job.may_start(&env, &out, &cancel).await {
+        if !Box::pin(job.may_start(&env, &out, &cancel)).await {
             break;
         }
-        let measured = reached.measure(&env, schedule.sweep_timeout).await;
+        let measured = Box::pin(reached.measure(&env, schedule.sweep_timeout)).await;
         if cancel.is_cancelled() {
             break;
         }

@@ -58,6 +58,16 @@
 //!   and `[DONE]` are written, so a closed-loop client that sends its next
 //!   request at once is not shed spuriously. A client that disconnects frees
 //!   its place in the queue or batch (at the next step) and its count.
+//! - **Prefix cache**: as vLLM's automatic prefix caching, a prompt (role and
+//!   text of each message in order) is cut into blocks of 64 bytes (16
+//!   tokens), each named by a hash of everything up to its end; the leading
+//!   blocks of an admitted request that are cached skip their prefill (at
+//!   least the last prompt token is always computed), and the final usage
+//!   reports them as `prompt_tokens_details.cached_tokens`. The cache holds
+//!   `prefix_cache_tokens` tokens (65,536 in the model profiles, none in
+//!   `stub`; 0 turns it off), least recently used out. llmprobe's default
+//!   unique marker makes every prompt new, so the predictions below hold;
+//!   a workload with `prefix_cache: shared` sees the cache.
 //! - **Timing**: steps end on absolute deadlines (`sleep_until`), so a late
 //!   timer wake-up (tokio's timer has 1 ms resolution) delays one token, never
 //!   the ones after it.

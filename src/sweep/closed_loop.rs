@@ -26,8 +26,11 @@ pub(crate) enum Pass {
 
 /// What a level's requests share.
 pub(crate) struct Run {
+    /// The client, the global cap and the observer.
     pub(crate) env: SweepEnv,
+    /// Fires at the sweep's time limit, shutdown or reload.
     pub(crate) cancel: CancellationToken,
+    /// The target's and workload's requests.
     pub(crate) requests: Arc<Requests>,
 }
 

@@ -22,7 +22,7 @@ pub struct Behavior {
     pub ttft: Duration,
     /// Delay between content chunks.
     pub gap: Duration,
-    /// Content chunks per response.
+    /// Content chunks per response (at most the output limit asked for).
     pub tokens: u32,
     /// Send a usage chunk (completion_tokens = tokens).
     pub usage: bool,
@@ -125,9 +125,17 @@ fn chunk(content: &str, finish: Option<&str>) -> Bytes {
 }
 
 async fn completions(
-    State((b, seen)): State<(Behavior, Arc<Seen>)>,
-    _body: Bytes,
+    State((mut b, seen)): State<(Behavior, Arc<Seen>)>,
+    body: Bytes,
 ) -> Response<Body> {
+    // As a real server: the output stops at the limit the request asks for.
+    let asked: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    let limit = ["max_completion_tokens", "max_tokens"]
+        .iter()
+        .find_map(|f| asked[*f].as_u64());
+    if let Some(limit) = limit {
+        b.tokens = b.tokens.min(u32::try_from(limit).unwrap_or(u32::MAX));
+    }
     seen.requests.fetch_add(1, Ordering::SeqCst);
     let now = seen.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     seen.max_in_flight.fetch_max(now, Ordering::SeqCst);
