@@ -266,6 +266,7 @@ pub async fn sweep_once(
                 target,
                 &reachable.base_url,
                 config.schedule.sweep_timeout,
+                None,
             )
             .await,
         );
@@ -404,6 +405,19 @@ pub fn explain(config: &Config) -> String {
             t.slo.max_shed_ratio,
             t.slo.max_error_ratio,
             t.headroom
+        );
+        let _ = writeln!(
+            out,
+            "  gentle sweeps: early stop {}; refinement between levels {}; {}",
+            if t.early_stop { "on" } else { "off" },
+            match t.refine_resolution {
+                config::gentle::Resolution::Off => "off".to_string(),
+                r => format!("to {r}"),
+            },
+            match t.full_sweep_every {
+                0 | 1 => "every daemon sweep climbs from the lowest level".to_string(),
+                n => format!("the daemon climbs in full every {n} sweeps, the others start near the last knee"),
+            }
         );
         let _ = writeln!(
             out,

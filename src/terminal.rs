@@ -9,7 +9,9 @@ use std::fmt::Write;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{GatewayPair, Target, Workload};
-use crate::stats::report::{Capacity, LevelSummary, PairReport, SweepReport, WorkloadReport};
+use crate::stats::report::{
+    Capacity, LevelRole, LevelSummary, PairReport, SweepKind, SweepReport, WorkloadReport,
+};
 use crate::stats::sample::Outcome;
 use crate::sweep::Observer;
 
@@ -85,12 +87,33 @@ fn num(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.1}"))
 }
 
-/// Requests neither successful nor shed.
+/// Requests neither successful nor shed (nor cancelled by llmprobe itself,
+/// when a level stopped early: those did not fail).
 pub(crate) fn errors(l: &LevelSummary) -> u64 {
     // Saturating: a document read back may not add up.
     l.requests
         .saturating_sub(l.count(Outcome::Ok))
         .saturating_sub(l.shed())
+        .saturating_sub(l.count(Outcome::Cancelled))
+}
+
+/// What the row of a level says after its figures: refinement probe, over
+/// the SLO or concurrency not kept, stopped early.
+pub(crate) fn level_notes(l: &LevelSummary) -> String {
+    let mut notes = String::new();
+    if l.role == LevelRole::Refinement {
+        notes.push_str("  refinement");
+    }
+    notes.push_str(level_mark(l));
+    if let Some(e) = &l.stopped_early {
+        let _ = write!(
+            notes,
+            " (stopped early: {} requests saved, {} cancelled in flight)",
+            e.saved_requests,
+            l.count(Outcome::Cancelled)
+        );
+    }
+    notes
 }
 
 /// The reports as tables, one per target and workload.
@@ -99,8 +122,14 @@ pub fn table(reports: &[SweepReport]) -> String {
     for r in reports {
         let _ = writeln!(
             out,
-            "target {}  model {}  sweep {:.1}s",
-            r.target, r.model, r.duration_seconds
+            "target {}  model {}  sweep {:.1}s{}",
+            r.target,
+            r.model,
+            r.duration_seconds,
+            match r.kind {
+                SweepKind::Full => "",
+                SweepKind::Warm => " (warm start)",
+            }
         );
         let st = &r.setup;
         if !st.server.is_empty() || st.model_listed.is_some() {
@@ -159,7 +188,7 @@ pub fn table(reports: &[SweepReport]) -> String {
                     secs(l.latency_seconds.p95),
                     l.throughput_tokens_per_second,
                     l.new_connections,
-                    level_mark(l),
+                    level_notes(l),
                 );
             }
             let c = &w.capacity;
@@ -246,7 +275,29 @@ pub fn notes(w: &WorkloadReport) -> Vec<String> {
     for (outcome, e) in examples {
         out.push(format!("{outcome}, e.g.: {e}"));
     }
-    let sources: Vec<&str> = w.levels.iter().map(|l| l.token_source).collect();
+    if !w.skipped_levels.is_empty() {
+        out.push(format!(
+            "warm start: levels {:?} not run (up to half the last knee)",
+            w.skipped_levels
+        ));
+    }
+    let saved: u64 = w
+        .levels
+        .iter()
+        .filter_map(|l| l.stopped_early.map(|e| e.saved_requests))
+        .sum();
+    if saved > 0 {
+        out.push(format!(
+            "early verdict: {saved} requests not sent (a level certain to break the SLO stopped)"
+        ));
+    }
+    // A level without a completed request counted nothing either way.
+    let sources: Vec<&str> = w
+        .levels
+        .iter()
+        .map(|l| l.token_source)
+        .filter(|s| *s != "none")
+        .collect();
     if let Some(src) = sources.first() {
         let src = if sources.iter().all(|s| s == src) {
             *src

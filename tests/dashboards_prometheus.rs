@@ -172,7 +172,9 @@ fn llmprobe_config() -> String {
         workload: "short-chat",
         levels: "[1, 2, 4, 8]",
         slo: Some("{ p95_latency: 10s, max_shed_ratio: 0.05, max_error_ratio: 0.05 }"),
-        more_defaults: "  headroom: 0.9",
+        // Every level in full, so that every panel has data: a level stopped
+        // early has no throughput, and sim-b's saturation shows only at 8.
+        more_defaults: "  headroom: 0.9\n  early_stop: false",
         workloads: Some(&format!(
             r#"
 workloads:

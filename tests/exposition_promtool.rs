@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use llmprobe::metrics::Metrics;
 use llmprobe::stats::report::{
-    Capacity, LevelSummary, PairReport, Percentiles, SideSummary, SweepReport, WorkloadReport,
+    Breach, Capacity, EarlyStop, LevelRole, LevelSummary, PairReport, Percentiles, SideSummary,
+    SweepKind, SweepReport, WorkloadReport,
 };
 use llmprobe::stats::sample::{Outcome, Sample, TokenSource};
 
@@ -43,7 +44,18 @@ fn level(concurrency: u32, prompt_scale: f64) -> LevelSummary {
     let n = ok as usize;
     LevelSummary {
         concurrency,
+        // 12 sits between the configured 8 and 16: a refinement probe.
+        role: if concurrency == 12 {
+            LevelRole::Refinement
+        } else {
+            LevelRole::Configured
+        },
         requests,
+        planned_requests: requests + if concurrency == 16 { 30 } else { 0 },
+        stopped_early: (concurrency == 16).then_some(EarlyStop {
+            breach: Breach::Shed,
+            saved_requests: 30,
+        }),
         outcomes,
         shed_ratio: shed as f64 / requests as f64,
         error_ratio: timeout as f64 / requests as f64,
@@ -76,7 +88,11 @@ fn report(target: &str, model: &str, success: bool) -> SweepReport {
         .into_iter()
         .map(|(name, scale)| WorkloadReport {
             workload: name.to_string(),
-            levels: [1, 2, 4, 8, 16].iter().map(|c| level(*c, scale)).collect(),
+            levels: [1, 2, 4, 8, 12, 16]
+                .iter()
+                .map(|c| level(*c, scale))
+                .collect(),
+            skipped_levels: Vec::new(),
             capacity: Capacity {
                 knee_concurrency: 4,
                 throughput_tokens_per_second: 120.0,
@@ -90,6 +106,7 @@ fn report(target: &str, model: &str, success: bool) -> SweepReport {
         .collect();
     SweepReport {
         target: target.to_string(),
+        kind: SweepKind::Full,
         model: model.to_string(),
         success,
         error: (!success).then(|| "sweep deadline exceeded".to_string()),

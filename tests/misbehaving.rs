@@ -679,6 +679,7 @@ impl Harness {
             target,
             &reachable.base_url,
             cfg.schedule.sweep_timeout,
+            None,
         );
         let report = tokio::time::timeout(SWEEP_BOUND, run)
             .await
@@ -754,6 +755,9 @@ fn yaml(base_url: &str, request_timeout: &str) -> String {
         min_requests_per_level: 1,
         request_timeout,
         slo: Some("{ p95_latency: 5s, max_shed_ratio: 0.05, max_error_ratio: 0.05 }"),
+        // Every request of a level runs, whatever its outcome: each case
+        // counts them all (an early verdict would stop a failing level).
+        more_defaults: "  early_stop: false",
         max_completion_tokens: 16,
         prompts: r#"["hello there"]"#,
         rest: &format!("targets:\n  - name: t1\n    base_url: {base_url}\n    model: m"),
@@ -817,26 +821,16 @@ async fn daemon_keeps_measuring_counts_outcomes_and_logs_once_per_sweep() {
         requests_per_level: "4",
         min_requests_per_level: 1,
         request_timeout: "2s",
+        // Each level runs in full: the counts below are whole levels.
+        more_defaults: "  early_stop: false",
         prompts: r#"["hi"]"#,
         rest: &targets,
         ..Yaml::default()
     }
     .render();
     let d = Daemon::start(write_config(&yaml)).await;
-    let sweeps = |text: &str, t: &str| {
-        metric(
-            text,
-            "llmprobe_sweeps_total",
-            &[("target", t), ("result", "ok")],
-        )
-        .unwrap_or(0.0)
-            + metric(
-                text,
-                "llmprobe_sweeps_total",
-                &[("target", t), ("result", "failed")],
-            )
-            .unwrap_or(0.0)
-    };
+    // Every result and kind (full or warm) of the target.
+    let sweeps = |text: &str, t: &str| metric_sum(text, "llmprobe_sweeps_total", &[("target", t)]);
     let text = d
         .wait_for(
             Duration::from_secs(30),

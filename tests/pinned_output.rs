@@ -16,8 +16,8 @@ use std::time::Duration;
 use llmprobe::metrics::{FleetMetrics, Metrics};
 use llmprobe::probe::setup::Setup;
 use llmprobe::stats::report::{
-    Capacity, LevelSummary, OutputLimit, PairReport, Percentiles, SideSummary, SweepReport,
-    WorkloadReport,
+    Breach, Capacity, EarlyStop, LevelRole, LevelSummary, OutputLimit, PairReport, Percentiles,
+    SideSummary, SweepKind, SweepReport, WorkloadReport,
 };
 use llmprobe::stats::sample::{Outcome, Sample, TokenSource};
 
@@ -65,7 +65,14 @@ fn level(concurrency: u32, ok: u64, failures: &[(Outcome, u64, &str)]) -> LevelS
     };
     LevelSummary {
         concurrency,
+        role: LevelRole::Configured,
         requests,
+        // Level 8 stopped early: 6 of its 24 requests were never sent.
+        planned_requests: requests + if concurrency == 8 { 6 } else { 0 },
+        stopped_early: (concurrency == 8).then_some(EarlyStop {
+            breach: Breach::Shed,
+            saved_requests: 6,
+        }),
         outcomes,
         shed_ratio: shed as f64 / requests as f64,
         error_ratio: errors as f64 / requests as f64,
@@ -108,6 +115,7 @@ fn level(concurrency: u32, ok: u64, failures: &[(Outcome, u64, &str)]) -> LevelS
 fn good_report() -> SweepReport {
     SweepReport {
         target: "worker-1".to_string(),
+        kind: SweepKind::Full,
         model: "qwen2.5:7b".to_string(),
         success: true,
         error: None,
@@ -130,6 +138,7 @@ fn good_report() -> SweepReport {
         workloads: vec![
             WorkloadReport {
                 workload: "short-chat".to_string(),
+                skipped_levels: Vec::new(),
                 levels: vec![
                     level(1, 8, &[]),
                     level(2, 8, &[]),
@@ -155,6 +164,7 @@ fn good_report() -> SweepReport {
             },
             WorkloadReport {
                 workload: "long-documents".to_string(),
+                skipped_levels: Vec::new(),
                 levels: vec![
                     level(1, 25, &[]),
                     level(
@@ -193,6 +203,7 @@ fn good_report() -> SweepReport {
 fn failed_report() -> SweepReport {
     SweepReport {
         target: "gateway \"eu\"".to_string(),
+        kind: SweepKind::Full,
         model: "llama3.1:8b".to_string(),
         success: false,
         error: Some("no request could connect to the server".to_string()),
@@ -207,6 +218,7 @@ fn failed_report() -> SweepReport {
         output_limit: Default::default(),
         workloads: vec![WorkloadReport {
             workload: "short-chat".to_string(),
+            skipped_levels: Vec::new(),
             levels: vec![level(
                 1,
                 0,

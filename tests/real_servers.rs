@@ -58,7 +58,13 @@ async fn sweep_with(env: &SweepEnv, yaml: &str) -> SweepReport {
     let cfg = config::load(&write_config(yaml)).unwrap_or_else(|e| panic!("{e}"));
     let target = &cfg.targets[0];
     let reachable = endpoint::reach(target).await.unwrap();
-    let run = sweep::run(env, target, &reachable.base_url, cfg.schedule.sweep_timeout);
+    let run = sweep::run(
+        env,
+        target,
+        &reachable.base_url,
+        cfg.schedule.sweep_timeout,
+        None,
+    );
     tokio::time::timeout(SWEEP_BOUND, run)
         .await
         .expect("the sweep ends in bounded time")

@@ -36,7 +36,14 @@ fn fresh_dir() -> PathBuf {
 fn shipped_sweep_json() -> &'static str {
     static JSON: OnceLock<String> = OnceLock::new();
     JSON.get_or_init(|| {
-        let out = llmprobe(&["sweep", "--format", "json"]);
+        // Every level in full, so that every level has every number (a
+        // level stopped early has no successful request to plot).
+        let out = Command::new(env!("CARGO_BIN_EXE_llmprobe"))
+            .args(["sweep", "--format", "json"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("LLMPROBE__DEFAULTS__EARLY_STOP", "false")
+            .output()
+            .unwrap();
         assert!(
             out.status.success(),
             "{}",

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use support::binary::{self, Running};
 use support::config::Yaml;
-use support::exposition::metric;
+use support::exposition::metric_sum;
 use support::paths::fresh_dir;
 use support::process::output_text;
 use support::raw::{self, content, response, SSE_HEAD};
@@ -183,12 +183,12 @@ async fn the_daemon_never_shows_the_key() {
             daemon.process.assert_running();
             let m = get("/metrics").await;
             let swept = |t: &str| {
-                metric(
+                // Full and warm sweeps alike.
+                metric_sum(
                     &m,
                     "llmprobe_sweeps_total",
                     &[("target", t), ("result", "ok")],
-                )
-                .is_some_and(|n| n >= 2.0)
+                ) >= 2.0
             };
             if swept("via-env") && swept("via-file") {
                 Ok(m)

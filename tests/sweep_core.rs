@@ -17,6 +17,9 @@ fn url_config(base_url: &str, levels: &str) -> String {
         min_requests_per_level: 8,
         request_timeout: "5s",
         slo: Some("{ p95_latency: 5s, max_shed_ratio: 0.05, max_error_ratio: 0.05 }"),
+        // Whole levels: these tests count every request of a failing level
+        // (the early verdict has its own tests, in gentle_sweeps.rs).
+        more_defaults: "  early_stop: false",
         max_completion_tokens: 16,
         prompts: r#"["hello there"]"#,
         rest: &format!("targets:\n  - name: t1\n    base_url: {base_url}\n    model: test-model"),

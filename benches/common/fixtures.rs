@@ -95,12 +95,14 @@ pub fn report(target: usize) -> SweepReport {
             WorkloadReport {
                 workload: format!("workload-{w}"),
                 levels,
+                skipped_levels: Vec::new(),
                 capacity,
             }
         })
         .collect();
     SweepReport {
         target: format!("worker-{target:03}"),
+        kind: Default::default(),
         model: "Qwen/Qwen2.5-7B-Instruct".into(),
         success: true,
         error: None,

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use super::gentle::Resolution;
 use super::labels::DECLARED_LABELS;
 use super::values::{MaxTokensField, RequestsPerLevel};
 
@@ -47,6 +48,18 @@ pub const HEADROOM: f64 = 0.9;
 /// (When not configured it is checked at warm-up: `max_tokens`, then both,
 /// are tried when the server does not honour it.)
 pub const MAX_TOKENS_FIELD: MaxTokensField = MaxTokensField::MaxCompletionTokens;
+/// Stop a level once it is certain to break the SLO: the verdict is the one
+/// the full level would reach (see docs/measuring.md), with fewer requests
+/// and less time above the knee.
+pub const EARLY_STOP: bool = true;
+/// No refinement unless asked: probing between two configured levels costs
+/// requests above the last passed level on every sweep (about as many as
+/// early stop and warm start save, in the benchmark); where the sizing
+/// matters, `refine_resolution: 25%` locates the knee within a quarter.
+pub const REFINE_RESOLUTION: Resolution = Resolution::Off;
+/// One sweep in six climbs from the lowest level; the others start near
+/// the last knee.
+pub const FULL_SWEEP_EVERY: u32 = 6;
 
 // A target's `idle_gate:` (its `max_value` defaults to 0).
 

@@ -13,6 +13,7 @@
 pub mod defaults;
 pub mod file;
 pub mod fleet;
+pub mod gentle;
 pub mod labels;
 pub mod load;
 pub mod prompts;

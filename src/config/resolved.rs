@@ -101,6 +101,12 @@ pub struct Target {
     pub max_tokens_field: Option<MaxTokensField>,
     /// Postpone sweeps while the server is busy.
     pub idle_gate: Option<IdleGate>,
+    /// Stop a level as soon as its verdict (a break) is certain.
+    pub early_stop: bool,
+    /// How finely the knee is located between two configured levels.
+    pub refine_resolution: crate::config::gentle::Resolution,
+    /// A full climb every this many sweeps (1: always).
+    pub full_sweep_every: u32,
     /// `max_concurrency`, when it left configured levels out (the climb
     /// then stops there, and the result says so).
     pub capped_by_max_concurrency: Option<u32>,

@@ -50,6 +50,14 @@ macro_rules! per_target_settings {
             cert_file: std::path::PathBuf,
             /// PEM private key of `cert_file`.
             key_file: std::path::PathBuf,
+            /// Stop a level as soon as it is certain to break the SLO.
+            early_stop: bool,
+            /// Locate the knee between two configured levels to this
+            /// resolution: `off`, a share like `25%`, or a count like `1`.
+            refine_resolution: $crate::config::gentle::Resolution,
+            /// A full climb from the lowest level every this many sweeps;
+            /// the others start near the last knee (1: always full).
+            full_sweep_every: u32,
         ] }
     };
 }
@@ -154,6 +162,8 @@ impl Merge for Duration {}
 impl Merge for RequestsPerLevel {}
 impl Merge for MaxTokensField {}
 impl Merge for std::path::PathBuf {}
+impl Merge for bool {}
+impl Merge for crate::config::gentle::Resolution {}
 
 impl Merge for SloFile {
     fn merge(near: Option<&Self>, far: Option<&Self>) -> Option<Self> {

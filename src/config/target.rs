@@ -257,6 +257,15 @@ pub fn resolve_target(
     }
     // Not defaulted here: unset, warm-up checks the default (see Target).
     let max_tokens_field = s.max_tokens_field;
+    let early_stop = s.early_stop.unwrap_or(defaults::EARLY_STOP);
+    let refine_resolution = s.refine_resolution.unwrap_or(defaults::REFINE_RESOLUTION);
+    let full_sweep_every = s.full_sweep_every.unwrap_or(defaults::FULL_SWEEP_EVERY);
+    if full_sweep_every == 0 {
+        bad(
+            &at(own.full_sweep_every.is_some(), "full_sweep_every"),
+            "must be at least 1 (1: every sweep climbs from the lowest level)".into(),
+        );
+    }
 
     for label in t.labels.keys() {
         if !is_usable_label(label) {
@@ -306,6 +315,9 @@ pub fn resolve_target(
         idle_gate,
         tls,
         capped_by_max_concurrency,
+        early_stop,
+        refine_resolution,
+        full_sweep_every,
     })
 }
 

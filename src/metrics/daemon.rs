@@ -59,13 +59,16 @@ impl DaemonState {
         Ok(state)
     }
 
-    /// Counts a finished sweep of `target` under its result.
-    pub(super) fn sweep_finished(&self, target: &str, success: bool) {
+    /// Counts a finished sweep of `target` under its result and kind.
+    /// Every result and kind of the target is exported, at zero until counted.
+    pub(super) fn sweep_finished(&self, target: &str, success: bool, kind: &str) {
         let result = names::sweep_result(success);
         for r in names::SWEEP_RESULTS {
-            if let Ok(c) = self.sweeps.get_metric_with_label_values(&[target, r]) {
-                if r == result {
-                    c.inc();
+            for k in names::SWEEP_KINDS {
+                if let Ok(c) = self.sweeps.get_metric_with_label_values(&[target, r, k]) {
+                    if r == result && k == kind {
+                        c.inc();
+                    }
                 }
             }
         }
@@ -74,7 +77,11 @@ impl DaemonState {
     /// Creates the per-target counters at zero.
     pub(super) fn target_started(&self, target: &str) {
         for result in names::SWEEP_RESULTS {
-            let _ = self.sweeps.get_metric_with_label_values(&[target, result]);
+            for kind in names::SWEEP_KINDS {
+                let _ = self
+                    .sweeps
+                    .get_metric_with_label_values(&[target, result, kind]);
+            }
         }
         let _ = self
             .sweeps_postponed
@@ -108,7 +115,9 @@ impl DaemonState {
     /// Removes the per-target counters of `target`.
     pub(super) fn forget(&self, target: &str) {
         for result in names::SWEEP_RESULTS {
-            let _ = self.sweeps.remove_label_values(&[target, result]);
+            for kind in names::SWEEP_KINDS {
+                let _ = self.sweeps.remove_label_values(&[target, result, kind]);
+            }
         }
         let _ = self.sweeps_postponed.remove_label_values(&[target]);
     }

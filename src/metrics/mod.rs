@@ -133,9 +133,13 @@ impl Metrics {
     /// `llmprobe_sweep_success` to 0 and updates the duration: the results of
     /// the last completed sweep stay, with their completion timestamp, so
     /// dashboards keep the last known capacity while alerts see the failure.
+    /// Requests its levels did not send because they stopped early count
+    /// in `llmprobe_requests_saved_total`, whatever the sweep's result.
     pub fn publish_sweep(&self, report: &SweepReport) {
         self.results.publish_sweep(report);
-        self.daemon.sweep_finished(&report.target, report.success);
+        self.running.sweep_finished(report);
+        self.daemon
+            .sweep_finished(&report.target, report.success, report.kind.as_str());
     }
 
     /// Replaces the exported overhead of the report's pair with the report's.

@@ -61,6 +61,12 @@ pub const OUTPUT_TOKENS: Spec = Spec {
     help: "Output tokens of requests that completed (outcome ok).",
     labels: WORKLOAD,
 };
+/// Counter of requests an early verdict saved.
+pub const REQUESTS_SAVED: Spec = Spec {
+    name: "llmprobe_requests_saved_total",
+    help: "Requests not sent because a level stopped as soon as it was certain to break the SLO.",
+    labels: WORKLOAD,
+};
 /// Counter of prompt tokens.
 pub const PROMPT_TOKENS: Spec = Spec {
     name: "llmprobe_prompt_tokens_total",
@@ -72,11 +78,11 @@ pub const PROMPT_TOKENS: Spec = Spec {
 // Daemon state (registered; see `daemon`).
 // ---------------------------------------------------------------------------
 
-/// Counter of finished sweeps by [`sweep_result`].
+/// Counter of finished sweeps by [`sweep_result`] and [`SWEEP_KINDS`].
 pub const SWEEPS: Spec = Spec {
     name: "llmprobe_sweeps_total",
-    help: "Sweeps finished, by result (ok or failed).",
-    labels: &["target", "result"],
+    help: "Sweeps finished, by result (ok or failed) and kind (full: every level from the lowest; warm: from half the last knee).",
+    labels: &["target", "result", "kind"],
 };
 /// Counter of sweeps the idle gate postponed.
 pub const SWEEPS_POSTPONED: Spec = Spec {
@@ -111,6 +117,9 @@ pub const RELOAD_TIMESTAMP: Spec = Spec {
 
 /// `result` label values of [`SWEEPS`], every one created at zero.
 pub const SWEEP_RESULTS: [&str; 2] = ["ok", "failed"];
+
+/// Values of the `kind` label of `llmprobe_sweeps_total`.
+pub const SWEEP_KINDS: [&str; 2] = ["full", "warm"];
 
 /// The `result` label of a sweep that did or did not succeed.
 pub fn sweep_result(success: bool) -> &'static str {
@@ -235,6 +244,24 @@ pub const SWEEP_REQUESTS: Spec = Spec {
     help: "Requests of the level by outcome in the latest completed sweep.",
     labels: &["target", "model", "workload", "concurrency", "outcome"],
 };
+/// Whether a level stopped early.
+pub const SWEEP_STOPPED_EARLY: Spec = Spec {
+    name: "llmprobe_sweep_stopped_early",
+    help: "1 if the level stopped as soon as it was certain to break the SLO (its requests in flight cancelled), else 0, in the latest completed sweep.",
+    labels: LEVEL,
+};
+/// Requests a level did not send.
+pub const SWEEP_REQUESTS_SAVED: Spec = Spec {
+    name: "llmprobe_sweep_requests_saved",
+    help: "Requests of the level's planned count not sent because it stopped early, in the latest completed sweep.",
+    labels: LEVEL,
+};
+/// Whether a level was a refinement probe.
+pub const SWEEP_REFINEMENT: Spec = Spec {
+    name: "llmprobe_sweep_refinement_probe",
+    help: "1 if the level was a refinement probe between two configured levels, 0 if configured, in the latest completed sweep.",
+    labels: LEVEL,
+};
 /// The knee per workload.
 pub const CAPACITY_KNEE: Spec = Spec {
     name: "llmprobe_capacity_knee_concurrency",
@@ -303,7 +330,7 @@ pub const GATEWAY_SAMPLES: Spec = Spec {
 };
 
 /// Every family rendered from the results.
-pub const RESULT_FAMILIES: [&Spec; 23] = [
+pub const RESULT_FAMILIES: [&Spec; 26] = [
     &SWEEP_TTFT,
     &SWEEP_LATENCY,
     &SWEEP_ITL,
@@ -316,6 +343,9 @@ pub const RESULT_FAMILIES: [&Spec; 23] = [
     &SWEEP_SHED,
     &SWEEP_ERROR,
     &SWEEP_REQUESTS,
+    &SWEEP_STOPPED_EARLY,
+    &SWEEP_REQUESTS_SAVED,
+    &SWEEP_REFINEMENT,
     &CAPACITY_KNEE,
     &CAPACITY_KNEE_LOWER_BOUND,
     &CAPACITY_THROUGHPUT,

@@ -18,7 +18,7 @@ use prometheus::core::Desc;
 use crate::config::Target;
 use crate::metrics::names::{self, quantity, Spec};
 use crate::metrics::{read, write};
-use crate::stats::report::{PairReport, Percentiles, Setup, SweepReport};
+use crate::stats::report::{LevelRole, PairReport, Percentiles, Setup, SweepReport};
 use crate::stats::sample::Outcome;
 
 /// The first label of `llmprobe_target_info`, never taken from a target's labels.
@@ -230,11 +230,16 @@ impl Results {
                             p.count as f64,
                         );
                     }
-                    out.add(
-                        &names::SWEEP_THROUGHPUT,
-                        &[t, m, w, c],
-                        level.throughput_tokens_per_second,
-                    );
+                    // A level stopped early completed too few requests for
+                    // its throughput to mean anything: left out, as a
+                    // percentile without samples is.
+                    if level.stopped_early.is_none() {
+                        out.add(
+                            &names::SWEEP_THROUGHPUT,
+                            &[t, m, w, c],
+                            level.throughput_tokens_per_second,
+                        );
+                    }
                     out.add(
                         &names::SWEEP_ACHIEVED,
                         &[t, m, w, c],
@@ -255,6 +260,26 @@ impl Results {
                             n as f64,
                         );
                     }
+                    let early = level.stopped_early;
+                    out.add(
+                        &names::SWEEP_STOPPED_EARLY,
+                        &[t, m, w, c],
+                        if early.is_some() { 1.0 } else { 0.0 },
+                    );
+                    out.add(
+                        &names::SWEEP_REQUESTS_SAVED,
+                        &[t, m, w, c],
+                        early.map_or(0.0, |e| e.saved_requests as f64),
+                    );
+                    out.add(
+                        &names::SWEEP_REFINEMENT,
+                        &[t, m, w, c],
+                        if level.role == LevelRole::Refinement {
+                            1.0
+                        } else {
+                            0.0
+                        },
+                    );
                 }
                 let cap = &wl.capacity;
                 out.add(

@@ -14,6 +14,7 @@ use std::sync::{Mutex, PoisonError};
 
 use crate::metrics::names::{self, Spec};
 use crate::metrics::results::{family_header, write_series};
+use crate::stats::report::SweepReport;
 use crate::stats::sample::{Outcome, Sample};
 
 const BUCKETS: usize = names::LATENCY_BUCKETS.len();
@@ -44,6 +45,8 @@ struct Totals {
     requests: [u64; Outcome::ALL.len()],
     output_tokens: u64,
     prompt_tokens: u64,
+    /// Requests not sent because a level stopped early (per sweep report).
+    requests_saved: u64,
     ttft: Histogram,
     duration: Histogram,
 }
@@ -74,17 +77,8 @@ impl RunningTotals {
     /// its first occurrence.
     pub(super) fn observe(&self, target: &str, model: &str, workload: &str, sample: &Sample) {
         let mut series = self.series.lock().unwrap_or_else(PoisonError::into_inner);
-        let by_target = match series.get_mut(model) {
-            Some(m) => m,
-            None => series.entry(model.to_string()).or_default(),
-        };
-        let by_workload = match by_target.get_mut(target) {
-            Some(t) => t,
-            None => by_target.entry(target.to_string()).or_default(),
-        };
-        let totals = match by_workload.get_mut(workload) {
-            Some(t) => t,
-            None => by_workload.entry(workload.to_string()).or_default(),
+        let Some(totals) = totals_of(&mut series, target, model, workload) else {
+            return;
         };
         totals.requests[sample.outcome.index()] += 1;
         if sample.outcome != Outcome::Ok {
@@ -99,6 +93,21 @@ impl RunningTotals {
         totals.output_tokens += sample.output_tokens;
         if let Some(tokens) = sample.prompt_tokens {
             totals.prompt_tokens += tokens;
+        }
+    }
+
+    /// Adds the requests the report's early-stopped levels did not send.
+    pub(super) fn sweep_finished(&self, report: &SweepReport) {
+        let mut series = self.series.lock().unwrap_or_else(PoisonError::into_inner);
+        for w in &report.workloads {
+            let saved: u64 = w
+                .levels
+                .iter()
+                .filter_map(|l| l.stopped_early.map(|e| e.saved_requests))
+                .sum();
+            if let Some(t) = totals_of(&mut series, &report.target, &report.model, &w.workload) {
+                t.requests_saved += saved;
+            }
         }
     }
 
@@ -142,6 +151,9 @@ impl RunningTotals {
             counter(&names::PROMPT_TOKENS, &series, label_bytes, |t| {
                 t.prompt_tokens
             }),
+            counter(&names::REQUESTS_SAVED, &series, label_bytes, |t| {
+                t.requests_saved
+            }),
             histogram(&names::REQUEST_DURATION, &series, label_bytes, |t| {
                 &t.duration
             }),
@@ -151,6 +163,28 @@ impl RunningTotals {
         out.sort_by_key(|(name, _)| *name);
         out
     }
+}
+
+/// The totals of (target, model, workload), created at zero when new; looked
+/// up by borrowed names, so a known series costs no allocation.
+fn totals_of<'a>(
+    series: &'a mut Series,
+    target: &str,
+    model: &str,
+    workload: &str,
+) -> Option<&'a mut Totals> {
+    if !series.contains_key(model) {
+        series.insert(model.to_string(), BTreeMap::new());
+    }
+    let by_target = series.get_mut(model)?;
+    if !by_target.contains_key(target) {
+        by_target.insert(target.to_string(), BTreeMap::new());
+    }
+    let by_workload = by_target.get_mut(target)?;
+    if !by_workload.contains_key(workload) {
+        by_workload.insert(workload.to_string(), Totals::default());
+    }
+    by_workload.get_mut(workload)
 }
 
 /// The labels of a series of `key`, sorted by name as the prometheus
@@ -293,8 +327,10 @@ mod tests {
         let (ttft, duration) = (hist(&names::REQUEST_TTFT), hist(&names::REQUEST_DURATION));
         let requests = count(&names::REQUESTS);
         let (output, prompt) = (count(&names::OUTPUT_TOKENS), count(&names::PROMPT_TOKENS));
+        let saved = count(&names::REQUESTS_SAVED);
         for (t, m, w, s) in observed {
             let l = [*t, *m, *w];
+            let _ = saved.with_label_values(&l);
             for o in Outcome::ALL {
                 requests.with_label_values(&[*t, *m, *w, o.as_str()]);
             }

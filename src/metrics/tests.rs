@@ -96,7 +96,10 @@ fn level(concurrency: u32) -> LevelSummary {
     outcomes.insert("shed", 2);
     LevelSummary {
         concurrency,
+        role: Default::default(),
         requests: 12,
+        planned_requests: 12,
+        stopped_early: None,
         outcomes,
         shed_ratio: 2.0 / 12.0,
         error_ratio: 0.0,
@@ -128,6 +131,7 @@ fn workload(name: &str, levels: &[u32]) -> WorkloadReport {
     WorkloadReport {
         workload: name.to_string(),
         levels: levels.iter().map(|c| level(*c)).collect(),
+        skipped_levels: Vec::new(),
         capacity: Capacity {
             knee_concurrency: levels.last().copied().unwrap_or(0),
             throughput_tokens_per_second: 123.0,
@@ -143,6 +147,7 @@ fn workload(name: &str, levels: &[u32]) -> WorkloadReport {
 fn report(target: &str, workloads: Vec<WorkloadReport>) -> SweepReport {
     SweepReport {
         target: target.to_string(),
+        kind: Default::default(),
         model: "qwen".to_string(),
         success: true,
         error: None,
@@ -338,7 +343,7 @@ fn sweep_values_appear_with_their_labels() {
         get(
             &text,
             "llmprobe_sweeps_total",
-            &[("target", "w1"), ("result", "ok")]
+            &[("target", "w1"), ("result", "ok"), ("kind", "full")]
         ),
         Some(1.0)
     );
@@ -346,7 +351,7 @@ fn sweep_values_appear_with_their_labels() {
         get(
             &text,
             "llmprobe_sweeps_total",
-            &[("target", "w1"), ("result", "failed")]
+            &[("target", "w1"), ("result", "failed"), ("kind", "full")]
         ),
         Some(0.0)
     );
@@ -427,7 +432,7 @@ fn a_new_report_replaces_the_old_one_as_a_whole() {
         get(
             &text,
             "llmprobe_sweeps_total",
-            &[("target", "w1"), ("result", "ok")]
+            &[("target", "w1"), ("result", "ok"), ("kind", "full")]
         ),
         Some(2.0)
     );
@@ -491,7 +496,7 @@ fn a_failed_sweep_keeps_the_last_results_and_reports_failure() {
         get(
             &text,
             "llmprobe_sweeps_total",
-            &[("target", "w1"), ("result", "failed")]
+            &[("target", "w1"), ("result", "failed"), ("kind", "full")]
         ),
         Some(1.0)
     );
@@ -850,19 +855,24 @@ fn sweep_counters_start_at_zero_with_the_target() {
     let m = metrics();
     m.target_started("w1");
     let text = m.encode();
-    for (name, labels) in [
-        (
-            "llmprobe_sweeps_total",
-            &[("target", "w1"), ("result", "ok")][..],
-        ),
-        (
-            "llmprobe_sweeps_total",
-            &[("target", "w1"), ("result", "failed")][..],
-        ),
-        ("llmprobe_sweeps_postponed_total", &[("target", "w1")][..]),
-    ] {
-        assert_eq!(get(&text, name, labels), Some(0.0), "{name} {labels:?}");
+    for result in ["ok", "failed"] {
+        for kind in ["full", "warm"] {
+            let labels = [("target", "w1"), ("result", result), ("kind", kind)];
+            assert_eq!(
+                get(&text, "llmprobe_sweeps_total", &labels),
+                Some(0.0),
+                "{labels:?}"
+            );
+        }
     }
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_sweeps_postponed_total",
+            &[("target", "w1")]
+        ),
+        Some(0.0)
+    );
     m.forget_target("w1");
     assert!(!m.encode().contains("target=\"w1\""));
 }
@@ -969,8 +979,9 @@ fn result_series_per_target_workload_and_level_are_counted() {
     // Per level: 4 quantities x (3 percentiles + a sample count), the
     // connect-time sample count (its percentiles only when connections were
     // opened), throughput, shed and error ratio, achieved concurrency, new
-    // connections, and every outcome, zero or not.
-    let per_level = 4 * (3 + 1) + 1 + 3 + 2 + Outcome::ALL.len();
+    // connections, whether it stopped early, requests it saved, whether it
+    // was a refinement probe, and every outcome, zero or not.
+    let per_level = 4 * (3 + 1) + 1 + 3 + 2 + 3 + Outcome::ALL.len();
     // Per workload: knee, lower bound, throughput, recommendation, saturation.
     let per_workload = 5;
     // Per target: success, duration, last completion.
@@ -980,7 +991,7 @@ fn result_series_per_target_workload_and_level_are_counted() {
         series.len(),
         levels * per_level + 3 * per_workload + 2 * per_target
     );
-    assert_eq!(per_level, 30);
+    assert_eq!(per_level, 33);
     // Forgetting a target takes every one of its series away.
     m.forget_target("w1");
     let left = parse(&m.results.text().concat());

@@ -10,7 +10,7 @@ use super::charts::{LineChart, Rule, RuleKind, Series, Unit};
 use super::escape;
 use super::settings::{Settings, TargetSettings};
 use crate::stats::report::PairReport;
-use crate::stats::report::{LevelSummary, Percentiles, SweepReport, WorkloadReport};
+use crate::stats::report::{LevelRole, LevelSummary, Percentiles, SweepReport, WorkloadReport};
 use crate::terminal::{self, Results};
 
 /// The page's only style sheet, inline so that the file opens anywhere.
@@ -525,7 +525,10 @@ fn counts_table(levels: &[LevelSummary]) -> String {
             "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
              <td>{}</td><td>{}</td><td>{}</td><td>{:.2} s</td><td>{}</td><td>{}</td></tr>",
             if l.within_slo { "" } else { " class=\"over\"" },
-            l.concurrency,
+            match l.role {
+                LevelRole::Configured => l.concurrency.to_string(),
+                LevelRole::Refinement => format!("{} (refinement)", l.concurrency),
+            },
             l.requests,
             l.outcomes.get("ok").copied().unwrap_or(0),
             l.shed(),
@@ -537,7 +540,12 @@ fn counts_table(levels: &[LevelSummary]) -> String {
             l.output_tokens,
             l.wall_seconds,
             escape(l.token_source),
-            if l.within_slo { "yes" } else { "no" }
+            match (l.within_slo, l.stopped_early) {
+                (true, _) => "yes".to_string(),
+                (false, None) => "no".to_string(),
+                (false, Some(e)) =>
+                    format!("no: stopped early, {} requests not sent", e.saved_requests),
+            }
         );
     }
     out.push_str("</tbody>\n</table></div>\n");
@@ -611,7 +619,10 @@ mod tests {
         let c = f64::from(concurrency);
         LevelSummary {
             concurrency,
+            role: Default::default(),
             requests: 8,
+            planned_requests: 8,
+            stopped_early: None,
             outcomes: [("ok", 6), ("shed", 1), ("timeout", 1)]
                 .into_iter()
                 .collect(),
@@ -648,6 +659,7 @@ mod tests {
             llmprobe_version: HOSTILE.into(),
             targets: vec![SweepReport {
                 target: format!("t{HOSTILE}"),
+                kind: Default::default(),
                 model: format!("m{HOSTILE}"),
                 success: false,
                 error: Some(HOSTILE.into()),
@@ -663,6 +675,7 @@ mod tests {
                 workloads: vec![WorkloadReport {
                     workload: format!("w{HOSTILE}"),
                     levels: vec![level(1, true), level(2, true), level(4, false)],
+                    skipped_levels: Vec::new(),
                     capacity: Capacity {
                         knee_concurrency: 2,
                         throughput_tokens_per_second: 200.123,

@@ -12,6 +12,7 @@ use crate::config::{GatewayPair, Schedule, Target};
 use crate::metrics::Metrics;
 use crate::schedule::endpoint::{self, Reachable};
 use crate::schedule::idle_gate::{self, IdleGate};
+use crate::schedule::warm_start::{self, Kind, Plan, Planner};
 use crate::schedule::{jittered, log, Statuses};
 use crate::stats::report::{PairReport, SweepReport, TargetStatus};
 use crate::sweep::{self, interleaved, SweepEnv};
@@ -85,13 +86,20 @@ pub(crate) async fn run(
         return;
     };
     job.started(&out);
+    // A new loop (first start, or a reload that changed the target) starts
+    // with a full sweep.
+    let mut planner = job.planner();
     loop {
         if !Box::pin(job.may_start(&env, &out, &cancel)).await {
             break;
         }
-        let measured = Box::pin(reached.measure(&env, schedule.sweep_timeout)).await;
+        let plan = planner.as_ref().map(Planner::plan);
+        let measured = Box::pin(reached.measure(&env, schedule.sweep_timeout, plan.as_ref())).await;
         if cancel.is_cancelled() {
             break;
+        }
+        if let (Some(p), Measured::Sweep(_, report)) = (&mut planner, &measured) {
+            p.record(report.kind, warm_start::found_in(report));
         }
         measured.publish(&out);
         let wait = jittered(schedule.interval, schedule.jitter, fastrand::f64());
@@ -146,6 +154,14 @@ impl Job {
         }
     }
 
+    /// The planner of a target's full and warm sweeps (none for a pair).
+    fn planner(&self) -> Option<Planner> {
+        match self {
+            Job::Target(t) => Some(Planner::new(t.full_sweep_every, t.refine_resolution)),
+            Job::Pair { .. } => None,
+        }
+    }
+
     /// Shows a target on the index page before its first sweep.
     fn announce(&self, out: &Outputs) {
         if let Job::Target(target) = self {
@@ -183,13 +199,22 @@ impl Job {
 }
 
 impl Reached<'_> {
-    /// One round: a sweep of the target, or one measurement of the pair.
-    async fn measure(&self, env: &SweepEnv, time_limit: Duration) -> Measured<'_> {
+    /// One round: a sweep of the target (full, or warm as `plan` says), or
+    /// one measurement of the pair.
+    async fn measure(
+        &self,
+        env: &SweepEnv,
+        time_limit: Duration,
+        plan: Option<&Plan>,
+    ) -> Measured<'_> {
         match self {
-            Reached::Target(target, at) => Measured::Sweep(
-                target,
-                Box::new(sweep::run(env, target, &at.base_url, time_limit).await),
-            ),
+            Reached::Target(target, at) => {
+                let warm = plan.filter(|p| p.kind == Kind::Warm).map(|p| &p.warm);
+                Measured::Sweep(
+                    target,
+                    Box::new(sweep::run(env, target, &at.base_url, time_limit, warm).await),
+                )
+            }
             Reached::Pair {
                 pair,
                 direct,

@@ -11,6 +11,7 @@ pub mod endpoint;
 pub mod idle_gate;
 mod job;
 mod log;
+pub mod warm_start;
 
 use std::collections::BTreeMap;
 use std::fmt;

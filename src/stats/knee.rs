@@ -1,7 +1,7 @@
 //! Level summaries -> capacity: the knee, the recommended `max_in_flight`,
 //! and where throughput stopped growing.
 
-use crate::stats::report::{Capacity, LevelSummary};
+use crate::stats::report::{Capacity, LevelRole, LevelSummary};
 
 /// Gain below which a level is said to add no throughput.
 pub const SATURATION_GAIN: f64 = 0.10;
@@ -23,7 +23,14 @@ pub fn capacity(
         .take_while(|l| l.within_slo && l.kept_concurrency)
         .last();
     let knee = knee_level.map_or(0, |l| l.concurrency);
-    let saturation = levels
+    // Throughput is compared between configured levels that ran in full: a
+    // level stopped early has a partial throughput, and a refinement probe
+    // adds too little concurrency for a 10% gain to be expected.
+    let comparable: Vec<&LevelSummary> = levels
+        .iter()
+        .filter(|l| l.role == LevelRole::Configured && l.stopped_early.is_none())
+        .collect();
+    let saturation = comparable
         .windows(2)
         .find(|w| {
             w[1].throughput_tokens_per_second
@@ -54,7 +61,10 @@ mod tests {
     fn level(concurrency: u32, throughput: f64, within_slo: bool) -> LevelSummary {
         LevelSummary {
             concurrency,
+            role: Default::default(),
             requests: 8,
+            planned_requests: 8,
+            stopped_early: None,
             outcomes: BTreeMap::new(),
             shed_ratio: 0.0,
             error_ratio: 0.0,
@@ -152,6 +162,26 @@ mod tests {
         assert!(c.knee_is_lower_bound, "nothing broke the SLO");
         l[2].within_slo = false;
         assert!(!capacity(&l, 0.9, None).knee_is_lower_bound);
+    }
+
+    #[test]
+    fn saturation_ignores_refinement_probes_and_levels_stopped_early() {
+        let mut probe = level(12, 165.0, true);
+        probe.role = LevelRole::Refinement;
+        let mut stopped = level(16, 20.0, false);
+        stopped.stopped_early = Some(crate::stats::report::EarlyStop {
+            breach: crate::stats::report::Breach::Shed,
+            saved_requests: 30,
+        });
+        let l = [level(4, 80.0, true), level(8, 160.0, true), probe, stopped];
+        let c = capacity(&l, 0.9, None);
+        assert_eq!(c.knee_concurrency, 12, "a refinement probe is a knee");
+        assert_eq!(c.recommended_max_in_flight, 10);
+        assert_eq!(c.throughput_tokens_per_second, 165.0);
+        assert_eq!(
+            c.saturation_concurrency, None,
+            "8 -> 12 is no doubling, 16 partial"
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::config::Slo;
-use crate::stats::report::{LevelSummary, Percentiles};
+use crate::stats::report::{LevelRole, LevelSummary, Percentiles};
 use crate::stats::sample::{Outcome, Sample, TokenSource};
 
 /// The `q` quantile (0..=1) of already sorted values, by linear interpolation
@@ -13,13 +13,41 @@ use crate::stats::sample::{Outcome, Sample, TokenSource};
 /// type 7): with h = (n - 1) q, the result is x[floor h] + (h - floor h) (x[floor h + 1] - x[floor h]).
 /// None for an empty slice.
 pub fn quantile_sorted(sorted: &[f64], q: f64) -> Option<f64> {
-    if sorted.is_empty() {
+    quantile_of(sorted.len(), q, |i| sorted[i])
+}
+
+/// [`quantile_sorted`] of the `len` sorted values that `at` returns by rank:
+/// the one interpolation, for callers whose values are not one slice (the
+/// early verdict reads zeros it never stores).
+pub fn quantile_of(len: usize, q: f64, at: impl Fn(usize) -> f64) -> Option<f64> {
+    if len == 0 {
         return None;
     }
-    let h = (sorted.len() - 1) as f64 * q.clamp(0.0, 1.0);
+    let h = (len - 1) as f64 * q.clamp(0.0, 1.0);
     let lo = h.floor() as usize;
-    let hi = (lo + 1).min(sorted.len() - 1);
-    Some(sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo]))
+    let hi = (lo + 1).min(len - 1);
+    Some(at(lo) + (h - lo as f64) * (at(hi) - at(lo)))
+}
+
+/// The quantile of the latency that decides a level (its p95).
+pub const DECISION_QUANTILE: f64 = 0.95;
+
+/// The latency, in seconds, a request contributes to the percentile that
+/// decides its level ([`Sample::decision_latency`]); None when it has no
+/// place in it (shed, or cancelled by llmprobe). The early verdict reads the
+/// same definition.
+pub fn decision_seconds(s: &Sample) -> Option<f64> {
+    s.counts_in_decision().then(|| secs(s.decision_latency()))
+}
+
+/// `count` as a fraction of `of` requests (0 of none): the shed and error
+/// ratios, computed one way for the full level and for the early verdict.
+pub fn ratio(count: u64, of: u64) -> f64 {
+    if of == 0 {
+        0.0
+    } else {
+        count as f64 / of as f64
+    }
 }
 
 /// p50, p95 and p99 of `values` (sorted in place), with their count.
@@ -131,7 +159,9 @@ pub fn summarize_level(
     let outcomes = count_outcomes(samples);
     let mut error_examples: BTreeMap<&'static str, String> = BTreeMap::new();
     for s in samples {
-        if let (true, Some(e)) = (s.outcome != Outcome::Ok, &s.error) {
+        // A request llmprobe cancelled itself has nothing to explain.
+        let failed = !matches!(s.outcome, Outcome::Ok | Outcome::Cancelled);
+        if let (true, Some(e)) = (failed, &s.error) {
             error_examples
                 .entry(s.outcome.as_str())
                 .or_insert_with(|| e.clone());
@@ -143,14 +173,11 @@ pub fn summarize_level(
         .collect();
     let requests = samples.len() as u64;
     let shed = samples.iter().filter(|s| s.outcome.is_shed()).count() as u64;
-    let failed = requests - ok.len() as u64 - shed;
-    let ratio = |n: u64| {
-        if requests == 0 {
-            0.0
-        } else {
-            n as f64 / requests as f64
-        }
-    };
+    // Requests llmprobe cancelled itself (a level stopped early) ended
+    // neither well nor badly: they count in no ratio.
+    let cancelled = outcomes[Outcome::Cancelled.as_str()];
+    let ended_requests = requests - cancelled;
+    let failed = ended_requests - ok.len() as u64 - shed;
 
     let mut ttft: Vec<f64> = ok.iter().filter_map(|s| s.ttft.map(secs)).collect();
     let mut latency: Vec<f64> = ok.iter().filter_map(|s| s.latency.map(secs)).collect();
@@ -188,13 +215,9 @@ pub fn summarize_level(
     let tokens_per_content_chunk =
         (usage_chunks > 0).then(|| usage_tokens as f64 / usage_chunks as f64);
     let latency = percentiles(&mut latency);
-    let shed_ratio = ratio(shed);
-    let error_ratio = ratio(failed);
-    let mut decision: Vec<f64> = samples
-        .iter()
-        .filter(|s| s.counts_in_decision())
-        .map(|s| secs(s.decision_latency()))
-        .collect();
+    let shed_ratio = ratio(shed, ended_requests);
+    let error_ratio = ratio(failed, ended_requests);
+    let mut decision: Vec<f64> = samples.iter().filter_map(decision_seconds).collect();
     let decision = percentiles(&mut decision);
     // A level where nothing succeeded has no latency to accept.
     let within_slo = !ok.is_empty()
@@ -221,7 +244,10 @@ pub fn summarize_level(
 
     LevelSummary {
         concurrency,
+        role: LevelRole::Configured,
         requests,
+        planned_requests: requests,
+        stopped_early: None,
         outcomes,
         shed_ratio,
         error_ratio,

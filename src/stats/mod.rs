@@ -7,3 +7,4 @@ pub mod level;
 pub mod overhead;
 pub mod report;
 pub mod sample;
+pub mod verdict;

@@ -77,13 +77,78 @@ pub struct Percentiles {
     pub p99: Option<f64>,
 }
 
+/// Why a level was run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum LevelRole {
+    /// One of the configured levels.
+    #[default]
+    Configured,
+    /// A refinement probe between a passed and a broken level.
+    Refinement,
+}
+
+impl LevelRole {
+    /// The value used in JSON and tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LevelRole::Configured => "configured",
+            LevelRole::Refinement => "refinement",
+        }
+    }
+}
+
+/// Which limit of the SLO a level is certain to break.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Breach {
+    /// The shed ratio of the full level must exceed its limit.
+    Shed,
+    /// The error ratio of the full level must exceed its limit.
+    Errors,
+    /// The p95 latency of the full level must exceed its limit.
+    #[serde(rename = "p95_latency")]
+    Latency,
+}
+
+impl Breach {
+    /// The value used in JSON and tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Breach::Shed => "shed",
+            Breach::Errors => "errors",
+            Breach::Latency => "p95_latency",
+        }
+    }
+}
+
+/// A level stopped as soon as its verdict was certain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EarlyStop {
+    /// The limit the full level was certain to break.
+    pub breach: Breach,
+    /// Requests of the planned count never sent.
+    pub saved_requests: u64,
+}
+
 /// Summary of one concurrency level (Default: an empty level, for tests).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct LevelSummary {
     /// Requests kept in flight.
     pub concurrency: u32,
-    /// Requests sent in the level.
+    /// Configured level or refinement probe.
+    // The three fields below are absent from documents written before them.
+    #[serde(default)]
+    pub role: LevelRole,
+    /// Requests sent in the level (those cancelled in flight included).
     pub requests: u64,
+    /// Requests the level was to send (0 in documents written before it).
+    #[serde(default)]
+    pub planned_requests: u64,
+    /// Set when the level stopped before sending all of them, its verdict
+    /// (a break) already certain; its requests in flight were cancelled.
+    #[serde(default)]
+    pub stopped_early: Option<EarlyStop>,
     /// Requests per outcome, keyed by the outcome label.
     #[serde(deserialize_with = "labels::outcome_map")]
     pub outcomes: BTreeMap<&'static str, u64>,
@@ -216,10 +281,34 @@ pub struct OutputLimit {
 pub struct WorkloadReport {
     /// Workload name.
     pub workload: String,
-    /// Levels measured, in order.
+    /// Levels measured, by concurrency.
     pub levels: Vec<LevelSummary>,
+    /// Configured levels a warm start did not run (up to half the last knee).
+    #[serde(default)]
+    pub skipped_levels: Vec<u32>,
     /// Knee and recommendation.
     pub capacity: Capacity,
+}
+
+/// Whether a sweep climbed every level from the lowest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SweepKind {
+    /// Every configured level from the lowest.
+    #[default]
+    Full,
+    /// The baseline, then the levels above half the last knee.
+    Warm,
+}
+
+impl SweepKind {
+    /// The value of the `kind` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SweepKind::Full => "full",
+            SweepKind::Warm => "warm",
+        }
+    }
 }
 
 /// Results of one sweep of one target.
@@ -227,6 +316,9 @@ pub struct WorkloadReport {
 pub struct SweepReport {
     /// Target name.
     pub target: String,
+    /// Full climb or warm start.
+    #[serde(default)]
+    pub kind: SweepKind,
     /// Model id requested.
     pub model: String,
     /// Whether every workload was measured to the end.
@@ -361,6 +453,7 @@ mod tests {
     fn sweep(success: bool, at: f64) -> SweepReport {
         SweepReport {
             target: "w1".to_string(),
+            kind: SweepKind::Full,
             model: "qwen".to_string(),
             success,
             error: (!success).then(|| "HTTP 503".to_string()),

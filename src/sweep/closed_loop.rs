@@ -1,16 +1,19 @@
 //! One level's closed loop: the level holds all of its places in the global
 //! cap, then keeps exactly `concurrency` requests in flight (a finished one
-//! replaced at once) until its request count is reached.
+//! replaced at once) until its request count is reached, or, with an early
+//! verdict, until the level is certain to break its SLO.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Barrier, OwnedSemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
+use crate::config::Slo;
 use crate::stats::level::Span;
-use crate::stats::sample::Sample;
+use crate::stats::sample::{Outcome, Sample};
+use crate::stats::verdict::{Breach, Tally};
 use crate::sweep::{Requests, SweepEnv};
 
 /// What a level's requests are for.
@@ -42,6 +45,40 @@ pub(crate) struct Measured {
     pub(crate) wall: Duration,
     /// When each request was sent and freed its place, from the start.
     pub(crate) spans: Vec<Span>,
+    /// Set when the level stopped early: the limit it was certain to break.
+    pub(crate) stopped: Option<Breach>,
+}
+
+/// The early verdict shared by the loops of one level.
+struct Judge {
+    slo: Slo,
+    /// The tally and the verdict, once reached.
+    state: Mutex<(Tally, Option<Breach>)>,
+    /// Cancels the level's requests, in flight and not yet sent, once decided.
+    decided: CancellationToken,
+}
+
+impl Judge {
+    /// Records a request that ended; decides the level when its break is certain.
+    fn record(&self, s: &Sample) {
+        // A request cancelled by the verdict (or shutdown) has no outcome of its own.
+        if s.outcome == Outcome::Cancelled {
+            return;
+        }
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let (tally, stopped) = &mut *state;
+        tally.record(s);
+        if stopped.is_none() {
+            if let Some(b) = tally.certain_break(&self.slo, &[]) {
+                *stopped = Some(b);
+                self.decided.cancel();
+            }
+        }
+    }
+
+    fn verdict(&self) -> Option<Breach> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).1
+    }
 }
 
 impl Run {
@@ -71,9 +108,25 @@ impl Run {
     }
 
     /// Keeps exactly `concurrency` requests in flight until `n` were sent,
-    /// from places the caller holds.
-    pub(crate) async fn level(&self, concurrency: u32, n: u64, pass: Pass) -> Measured {
+    /// from places the caller holds; with `early_stop`, only until the level
+    /// is certain to break that SLO (its requests in flight then end as
+    /// `cancelled`).
+    pub(crate) async fn level(
+        &self,
+        concurrency: u32,
+        n: u64,
+        pass: Pass,
+        early_stop: Option<&Slo>,
+    ) -> Measured {
         let next = Arc::new(AtomicU64::new(0));
+        let decided = self.cancel.child_token();
+        let judge = early_stop.map(|slo| {
+            Arc::new(Judge {
+                slo: *slo,
+                state: Mutex::new((Tally::new(n), None)),
+                decided: decided.clone(),
+            })
+        });
         // Every loop waits until all have started, so that a runtime slow to
         // wake a thread cannot leave one loop sending alone at first.
         let barrier = Arc::new(Barrier::new(concurrency.max(1) as usize));
@@ -81,8 +134,8 @@ impl Run {
         let mut workers = tokio::task::JoinSet::new();
         for _ in 0..concurrency.max(1) {
             let (env, cancel, requests) =
-                (self.env.clone(), self.cancel.clone(), self.requests.clone());
-            let (next, barrier) = (next.clone(), barrier.clone());
+                (self.env.clone(), decided.clone(), self.requests.clone());
+            let (next, barrier, judge) = (next.clone(), barrier.clone(), judge.clone());
             workers.spawn(async move {
                 barrier.wait().await;
                 let mut mine = Vec::new();
@@ -94,6 +147,9 @@ impl Run {
                     let placed = requests
                         .send_placed(&env, &cancel, i, pass == Pass::Counted, pass == Pass::Pool)
                         .await;
+                    if let Some(j) = &judge {
+                        j.record(&placed.sample);
+                    }
                     mine.push(placed);
                 }
                 mine
@@ -118,6 +174,7 @@ impl Run {
             samples,
             wall: end - start,
             spans,
+            stopped: judge.and_then(|j| j.verdict()),
         }
     }
 }

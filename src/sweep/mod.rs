@@ -5,7 +5,9 @@
 
 mod closed_loop;
 pub mod interleaved;
+pub mod ladder;
 pub mod output_limit;
+pub mod refine;
 mod requests;
 
 use std::collections::BTreeMap;
@@ -20,8 +22,11 @@ use crate::config::{MaxTokensField, Target, Workload};
 use crate::probe::tls::Clients;
 use crate::stats::knee;
 use crate::stats::level;
-use crate::stats::report::{LevelSummary, OutputLimit, SweepReport, WorkloadReport};
+use crate::stats::report::{
+    EarlyStop, LevelSummary, OutputLimit, SweepKind, SweepReport, WorkloadReport,
+};
 use crate::stats::sample::{Outcome, Sample};
+use crate::sweep::ladder::{Ladder, WarmStart};
 use closed_loop::Pass;
 pub(crate) use requests::Requests;
 
@@ -107,16 +112,24 @@ impl Learned {
     }
 }
 
+/// Pause after a level that stopped early, before the next one: the
+/// requests it cancelled leave the server only once it notices their closed
+/// connections (at its next step or check), and the next level must not
+/// meet them still queued there.
+pub const SETTLE_AFTER_EARLY_STOP: Duration = Duration::from_millis(500);
+
 /// How long `run` waits for the workloads to notice the end of the sweep's
 /// time limit (every wait in a sweep also watches the cancel token).
 const WIND_DOWN: Duration = Duration::from_secs(5);
 
-/// Runs one sweep of `target` served at `base_url`, within `time_limit`.
+/// Runs one sweep of `target` served at `base_url`, within `time_limit`:
+/// a full climb, or a warm start (per workload name) when `warm` is given.
 pub async fn run(
     env: &SweepEnv,
     target: &Arc<Target>,
     base_url: &str,
     time_limit: Duration,
+    warm: Option<&BTreeMap<String, WarmStart>>,
 ) -> SweepReport {
     let started = Instant::now();
     let cancel = env.cancel.child_token();
@@ -174,7 +187,8 @@ pub async fn run(
                     break;
                 }
                 let requests = Requests::for_sweep(target, w, base_url, field);
-                workloads.push(run_workload(env, &cancel, &ending, requests).await);
+                let start = warm.map(|m| m.get(&w.name).cloned().unwrap_or_default());
+                workloads.push(run_workload(env, &cancel, &ending, requests, start.as_ref()).await);
             }
         };
         tokio::pin!(work);
@@ -197,6 +211,11 @@ pub async fn run(
     };
     SweepReport {
         target: target.name.clone(),
+        kind: if warm.is_some() {
+            SweepKind::Warm
+        } else {
+            SweepKind::Full
+        },
         model: target.model.clone(),
         success: error.is_none(),
         error,
@@ -250,6 +269,7 @@ async fn run_workload(
     cancel: &CancellationToken,
     ending: &Ending,
     requests: Requests,
+    warm: Option<&WarmStart>,
 ) -> WorkloadReport {
     let requests = Arc::new(requests);
     let target = requests.target.clone();
@@ -265,24 +285,38 @@ async fn run_workload(
     if target.warmup_requests > 0 {
         let c = target.warmup_requests.min(first_level.max(1));
         if let Ok(places) = run.hold_places(c, target.request_timeout).await {
-            run.level(c, u64::from(target.warmup_requests), Pass::Warm)
+            run.level(c, u64::from(target.warmup_requests), Pass::Warm, None)
                 .await;
             drop(places);
         }
     }
 
+    // Which level comes next: the configured ones from the lowest (a warm
+    // start skips those up to half the last knee), then the refinement
+    // probes; each verdict decides the next.
+    let mut ladder = Ladder::new(&target.levels, target.refine_resolution, warm);
+    let early_stop = target.early_stop.then_some(&target.slo);
     let mut levels: Vec<LevelSummary> = Vec::new();
-    let mut stopped_because = None;
-    for &concurrency in &target.levels {
+    let mut not_measured = None;
+    let mut settle = false;
+    while let Some((concurrency, role)) = ladder.next() {
+        if settle {
+            // The server hears of the cancelled requests only when their
+            // connections close: the next level waits for it to let them go.
+            tokio::select! {
+                _ = tokio::time::sleep(SETTLE_AFTER_EARLY_STOP) => {}
+                _ = cancel.cancelled() => {}
+            }
+        }
         if cancel.is_cancelled() {
-            stopped_because = Some(format!(
+            not_measured = Some(format!(
                 "concurrency {concurrency} not measured: {}",
                 ending.why()
             ));
             break;
         }
         if concurrency > env.in_flight_total {
-            stopped_because = Some(format!(
+            not_measured = Some(format!(
                 "concurrency {concurrency} not measured: it is above schedule.max_in_flight_total ({}), \
                  so the level could not keep its requests in flight",
                 env.in_flight_total
@@ -292,7 +326,7 @@ async fn run_workload(
         let places = match run.hold_places(concurrency, target.request_timeout).await {
             Ok(p) => p,
             Err(why) => {
-                stopped_because = Some(format!("concurrency {concurrency} not measured: {why}"));
+                not_measured = Some(format!("concurrency {concurrency} not measured: {why}"));
                 break;
             }
         };
@@ -302,14 +336,14 @@ async fn run_workload(
         // The pool holds `concurrency` open connections before anything is
         // counted: a connection opened during the level would count its
         // handshake as latency.
-        run.level(concurrency, u64::from(concurrency), Pass::Pool)
+        run.level(concurrency, u64::from(concurrency), Pass::Pool, None)
             .await;
         env.observer
             .level_started(&target, &workload, concurrency, n);
-        let measured = run.level(concurrency, n, Pass::Counted).await;
+        let measured = run.level(concurrency, n, Pass::Counted, early_stop).await;
         drop(places);
         if cancel.is_cancelled() {
-            stopped_because = Some(format!(
+            not_measured = Some(format!(
                 "concurrency {concurrency} not completed: {}",
                 ending.why()
             ));
@@ -318,34 +352,52 @@ async fn run_workload(
         let mut summary =
             level::summarize_level(concurrency, &measured.samples, measured.wall, &target.slo);
         level::judge_concurrency(&mut summary, &measured.spans);
-        if !summary.within_slo {
-            stopped_because = Some(slo_breach(&summary, &target));
-        } else if !summary.kept_concurrency {
-            stopped_because = Some(format!(
-                "concurrency {concurrency}: only {:.1} requests were in flight on average \
-                 (under {:.0}%): the client could not keep up, so the level does not count",
-                summary.achieved_concurrency,
-                level::KEPT_CONCURRENCY * 100.0
-            ));
+        summary.role = role;
+        summary.planned_requests = n;
+        if let Some(breach) = measured.stopped {
+            // Certain to break in full (stats::verdict): the partial level
+            // is judged as the full one would be.
+            summary.within_slo = false;
+            summary.stopped_early = Some(EarlyStop {
+                breach,
+                saved_requests: n.saturating_sub(summary.requests),
+            });
         }
+        settle = summary.stopped_early.is_some();
+        ladder.record(concurrency, summary.within_slo && summary.kept_concurrency);
         levels.push(summary);
-        if stopped_because.is_some() {
-            break;
-        }
     }
-    if let (None, Some(max), true) = (
-        &stopped_because,
-        target.capped_by_max_concurrency,
-        levels.len() == target.levels.len(),
-    ) {
-        stopped_because = Some(format!(
+    levels.sort_by_key(|l| l.concurrency);
+    // Why climbing stopped: the lowest level that broke the SLO or could not
+    // keep its concurrency, else what kept a level from being measured.
+    let stopped_because = levels
+        .iter()
+        .find(|l| !l.within_slo || !l.kept_concurrency)
+        .map(|l| {
+            if !l.within_slo {
+                slo_breach(l, &target)
+            } else {
+                format!(
+                    "concurrency {}: only {:.1} requests were in flight on average \
+                     (under {:.0}%): the client could not keep up, so the level does not count",
+                    l.concurrency,
+                    l.achieved_concurrency,
+                    level::KEPT_CONCURRENCY * 100.0
+                )
+            }
+        })
+        .or(not_measured);
+    let stopped_because = match (stopped_because, target.capped_by_max_concurrency) {
+        (None, Some(max)) => Some(format!(
             "the target's max_concurrency ({max}) was reached: higher configured levels are not sent to it"
-        ));
-    }
+        )),
+        (why, _) => why,
+    };
     let capacity = knee::capacity(&levels, target.headroom, stopped_because);
     WorkloadReport {
         workload: workload.name.clone(),
         levels,
+        skipped_levels: ladder.skipped().to_vec(),
         capacity,
     }
 }
@@ -374,6 +426,14 @@ fn slo_breach(l: &LevelSummary, target: &Target) -> String {
         why.push(format!(
             "error ratio {:.3} over {}",
             l.error_ratio, slo.max_error_ratio
+        ));
+    }
+    if let Some(e) = &l.stopped_early {
+        why.push(format!(
+            "{} certain after {} of {} requests",
+            e.breach.as_str().replace('_', " "),
+            l.requests,
+            l.planned_requests
         ));
     }
     format!("concurrency {}: {}", l.concurrency, why.join(", "))
