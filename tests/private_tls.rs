@@ -28,7 +28,8 @@ fn config(base_url: &str, more: &str) -> String {
         max_completion_tokens: 16,
         prompts: r#"["hello there"]"#,
         rest: &format!(
-            "targets:\n  - name: t1\n    base_url: {base_url}\n    model: test-model\n{more}"
+            // Every request sent, failed or not: these tests count them.
+            "targets:\n  - name: t1\n    base_url: {base_url}\n    model: test-model\n    early_stop: false\n{more}"
         ),
         ..Yaml::default()
     }

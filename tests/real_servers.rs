@@ -327,7 +327,7 @@ async fn a_connect_timeout_is_a_connect_error() {
     let addr = listener.local_addr().unwrap();
     let _fills_the_backlog = std::net::TcpStream::connect(addr).unwrap();
     let env = env_with(Clients::new(Duration::from_millis(300)).unwrap(), 8);
-    let extra = "    max_tokens_field: max_completion_tokens";
+    let extra = "    max_tokens_field: max_completion_tokens\n    early_stop: false";
     let r = sweep_with(
         &env,
         &yaml(&format!("http://{addr}/v1"), "[1]", 2, LOOSE_SLO, extra),
@@ -369,7 +369,14 @@ async fn a_stream_cut_off_says_after_how_many_chunks() {
         content("c")
     ))
     .await;
-    let r = sweep(&yaml(&s.base_url(), "[1]", 2, LOOSE_SLO, "")).await;
+    let r = sweep(&yaml(
+        &s.base_url(),
+        "[1]",
+        2,
+        LOOSE_SLO,
+        "    early_stop: false",
+    ))
+    .await;
     let l = &levels(&r)[0];
     assert_eq!(l.outcomes["protocol_error"], 2);
     let e = &l.error_examples["protocol_error"];
