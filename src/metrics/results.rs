@@ -1,8 +1,8 @@
 //! The results of the latest completed sweep of each target and the latest
 //! measurement of each gateway pair, held as whole reports and rendered to
 //! text when they change; every scrape until the next change reuses that
-//! text (with 100 targets rendering takes over 100 ms, and results change
-//! only when a sweep ends). Replacing a report is one pointer swap under a
+//! text (with 100 targets x 3 workloads x 8 levels rendering takes about
+//! 30 ms, and results change only when a sweep ends). Replacing a report is one pointer swap under a
 //! lock, so a scrape never mixes two sweeps, and a level or workload missing
 //! from the new report simply stops being exported (no stale series to
 //! delete).
