@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use llmprobe::config::gentle::Resolution;
 use llmprobe::config::{self, Target, Workload};
-use llmprobe::probe::client::Client;
+use llmprobe::probe::tls::Clients;
 use llmprobe::schedule::endpoint;
 use llmprobe::schedule::warm_start::{self, Kind, Planner};
 use llmprobe::stats::sample::Sample;
@@ -208,7 +208,7 @@ async fn run_mode(p: &Profile, mode: Mode, sweeps: usize) -> Row {
     let reachable = endpoint::reach(&target).await.unwrap();
     let load = Arc::new(Mutex::new(Load::default()));
     let env = SweepEnv::new(
-        Client::new(Duration::from_secs(5)).unwrap(),
+        Clients::new(Duration::from_secs(5)).unwrap(),
         256,
         CancellationToken::new(),
         Arc::new(Meter(load.clone())),

@@ -133,7 +133,8 @@ def write_file_sd(ids, ports):
 
 
 def config(listen, valid):
-    bad = "  not_a_key: 1\n" if not valid else ""
+    # A top-level unknown key (indented, it was a YAML syntax error instead).
+    bad = "not_a_key: 1\n" if not valid else ""
     return f"""listen: "{listen}"
 schedule: {{ interval: {INTERVAL}s, jitter: 10%, max_in_flight_total: 256, sweep_timeout: 50s }}
 {bad}defaults:
@@ -204,7 +205,7 @@ def main():
     removed_at = {}  # target name -> time it left the files
     present_since = {f"t{i:05d}": t_start for i in ids}
     rows = []
-    reloads = []  # (time, valid, http status, successful gauge after)
+    reloads = []  # (time, valid, http status, reload_successful gauge after)
     last_sweeps = None
     next_churn = t_start + 60
     next_reload = t_start + RELOAD_EVERY
@@ -233,7 +234,13 @@ def main():
                 status = urllib.request.urlopen(req, timeout=30).status
             except urllib.error.HTTPError as e:
                 status = e.code
-            reloads.append((now - t_start, reload_valid, status))
+            try:
+                body, _ = metrics(port)
+                ok = next((l.split()[-1] for l in body.splitlines()
+                           if l.startswith("llmprobe_config_last_reload_successful")), "?")
+            except OSError:
+                ok = "?"
+            reloads.append((now - t_start, reload_valid, status, ok))
             if not reload_valid:
                 # Put the valid file back so that a restart would work.
                 open(cfg, "w").write(config(listen, True))
@@ -246,7 +253,7 @@ def main():
             for _ in range(5):
                 body, dt = metrics(port)
                 times.append(dt)
-            series, stale, sweeps = 0, set(), 0
+            series, stale, sweeps = 0, set(), Counter()
             for line in body.splitlines():
                 if not line or line.startswith("#"):
                     continue
@@ -254,9 +261,9 @@ def main():
                 m = SERIES.match(line)
                 if not m:
                     continue
-                if m.group(1) == "llmprobe_sweeps_total":
-                    sweeps += float(m.group(3))
                 t = TARGET.search(m.group(2) or "")
+                if m.group(1) == "llmprobe_sweeps_total" and t:
+                    sweeps[t.group(1)] += float(m.group(3))
                 if t and t.group(1) in removed_at and now - removed_at[t.group(1)] > INTERVAL * 1.2:
                     stale.add(t.group(1))
             rows.append({
@@ -269,16 +276,21 @@ def main():
                 "exposition_kib": len(body) / 1024,
                 "scrape_ms_median": 1000 * statistics.median(times),
                 "scrape_ms_max": 1000 * max(times),
-                "sweeps_since_last_sample": None if last_sweeps is None else sweeps - last_sweeps,
+                # Over the targets present at both samples: a removed
+                # target's counter leaves the sum, an added one starts at 0.
+                "sweeps_since_last_sample": None if last_sweeps is None else
+                int(sum(n - last_sweeps[t] for t, n in sweeps.items() if t in last_sweeps)),
                 "targets_present": len(present_since),
                 "stale_targets": len(stale),
+                # The machine may be shared: scrape times and sweep delays depend on it.
+                "load1": os.getloadavg()[0],
             })
             last_sweeps = sweeps
             r = rows[-1]
             print(f"{r['minute']:6.1f} min  rss {r['rss_mib']:6.1f} MiB  fds {r['fds']:5d}  threads {r['threads']:3d}  "
                   f"series {r['series']:7d}  scrape {r['scrape_ms_median']:6.1f}/{r['scrape_ms_max']:6.1f} ms  "
                   f"sweeps {r['sweeps_since_last_sample'] if r['sweeps_since_last_sample'] is not None else '-':>6}  "
-                  f"stale {r['stale_targets']}", file=sys.stderr)
+                  f"stale {r['stale_targets']}  load {r['load1']:.1f}", file=sys.stderr)
             next_sample += SAMPLE_EVERY
         time.sleep(0.5)
 
@@ -342,7 +354,11 @@ def report(rows, reloads, present_since, removed_at, t_start, end):
         print(f"stale series of removed targets: at most {max(r['stale_targets'] for r in rows)} targets at any sample")
     print(f"healthy targets over the second half, per window of {w:.0f} s: {checked} checks, "
           f"{starved} not swept, {doubled} swept more than twice")
-    print(f"reloads: " + ", ".join(f"{t:.0f}s {'valid' if v else 'invalid'} -> {s}" for t, v, s in reloads))
+    print(f"reloads: " + ", ".join(f"{t:.0f}s {'valid' if v else 'invalid'} -> {s} (reload_successful {ok})"
+                                   for t, v, s, ok in reloads))
+    if rows:
+        print(f"load average (1 min) of the machine: {min(r['load1'] for r in rows):.1f}-"
+              f"{max(r['load1'] for r in rows):.1f}, median {statistics.median(r['load1'] for r in rows):.1f}")
     print(f"panics in the log: {panics}; ERROR lines for healthy targets: {len(errors_healthy)}")
     for line in errors_healthy[:5]:
         print("  " + line[:300])

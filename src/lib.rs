@@ -58,6 +58,7 @@ pub fn load_config(path: &Path) -> Result<Config, config::ConfigError> {
         path,
         &config::Checks {
             tls: http::exposure::check_tls,
+            client_tls: probe::tls::check,
         },
     )
 }
@@ -83,7 +84,9 @@ pub async fn run(
     };
     let registry = prometheus::Registry::new();
     let metrics = Arc::new(metrics::Metrics::new(&registry)?);
-    let client = probe::client::Client::new(CONNECT_TIMEOUT).map_err(anyhow::Error::msg)?;
+    let clients = probe::tls::Clients::new(CONNECT_TIMEOUT)
+        .and_then(|c| c.for_config(&config))
+        .map_err(anyhow::Error::msg)?;
     let statuses: Statuses = Default::default();
     let ready = Arc::new(AtomicBool::new(false));
     let (control_tx, mut control_rx) = mpsc::channel::<http::router::Control>(8);
@@ -125,7 +128,7 @@ pub async fn run(
         }
     });
 
-    let mut scheduler = Scheduler::new(metrics.clone(), client, statuses)
+    let mut scheduler = Scheduler::new(metrics.clone(), clients, statuses)
         .with_config_info(metrics::ConfigInfo::new(&registry)?);
     let mut fleet = fleet::Fleet::new(Some(metrics::FleetMetrics::new(&registry)?));
     fleet.configure(&config);
@@ -191,12 +194,20 @@ fn reload_config(
     metrics: &metrics::Metrics,
 ) -> Result<(), String> {
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Reloading]);
-    let result = match load_config(path) {
-        Ok(new) => {
+    // The new clients read the TLS files again (a renewed certificate).
+    let loaded = load_config(path)
+        .map_err(|e| e.to_string())
+        .and_then(|new| {
+            let clients = scheduler.clients().for_config(&new)?;
+            Ok((new, clients))
+        });
+    let result = match loaded {
+        Ok((new, clients)) => {
             if new.listen != current.listen {
                 tracing::warn!(listen = %new.listen, "`listen` changes take effect only after a restart");
             }
             fleet.configure(&new);
+            scheduler.set_clients(clients);
             scheduler.apply(&fleet.view(&new));
             tracing::info!(targets = new.targets.len(), "configuration reloaded");
             *current = new;
@@ -206,7 +217,7 @@ fn reload_config(
         Err(e) => {
             tracing::error!(error = %e, "configuration reload failed; keeping the previous configuration");
             metrics.config_reloaded(false);
-            Err(e.to_string())
+            Err(e)
         }
     };
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
@@ -234,7 +245,9 @@ pub async fn sweep_once(
         Arc::new(NoObserver)
     };
     let env = SweepEnv::new(
-        probe::client::Client::new(CONNECT_TIMEOUT).map_err(anyhow::Error::msg)?,
+        probe::tls::Clients::new(CONNECT_TIMEOUT)
+            .and_then(|c| c.for_config(config))
+            .map_err(anyhow::Error::msg)?,
         config.schedule.max_in_flight_total,
         CancellationToken::new(),
         observer,
@@ -273,7 +286,9 @@ pub async fn measure_pairs_once(
     progress: bool,
 ) -> anyhow::Result<Vec<PairReport>> {
     let env = SweepEnv::new(
-        probe::client::Client::new(CONNECT_TIMEOUT).map_err(anyhow::Error::msg)?,
+        probe::tls::Clients::new(CONNECT_TIMEOUT)
+            .and_then(|c| c.for_config(config))
+            .map_err(anyhow::Error::msg)?,
         config.schedule.max_in_flight_total,
         CancellationToken::new(),
         Arc::new(NoObserver),
@@ -371,6 +386,18 @@ pub fn explain(config: &Config) -> String {
             t.warmup_requests,
             humantime::format_duration(t.request_timeout)
         );
+        if let Some(tls) = &t.tls {
+            let _ = writeln!(
+                out,
+                "  TLS: roots {}; client certificate {}",
+                tls.ca_file
+                    .as_ref()
+                    .map_or("built-in".into(), |f| format!("from {}", f.display())),
+                tls.identity
+                    .as_ref()
+                    .map_or("none".into(), |i| i.cert_file.display().to_string())
+            );
+        }
         let _ = writeln!(
             out,
             "  SLO: p95 latency <= {}, shed ratio <= {}, error ratio <= {}; recommended max_in_flight = floor(knee x {})",

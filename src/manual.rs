@@ -86,6 +86,7 @@ mod tests {
                 "completions/llmprobe",
                 "completions/llmprobe.fish",
                 "man1/llmprobe-check-config.1",
+                "man1/llmprobe-report.1",
                 "man1/llmprobe-run.1",
                 "man1/llmprobe-simulate.1",
                 "man1/llmprobe-sweep.1",

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
 use llmprobe::metrics::Metrics;
-use llmprobe::probe::client;
+use llmprobe::probe::tls;
 use llmprobe::schedule::endpoint;
 use llmprobe::stats::report::SweepReport;
 use llmprobe::sweep::{Observer, SweepEnv};
@@ -661,7 +661,7 @@ impl Harness {
         let registry = prometheus::Registry::new();
         let metrics = Arc::new(Metrics::new(&registry).unwrap());
         let env = SweepEnv::new(
-            client::Client::new(llmprobe::CONNECT_TIMEOUT).unwrap(),
+            tls::Clients::new(llmprobe::CONNECT_TIMEOUT).unwrap(),
             16,
             CancellationToken::new(),
             Arc::new(Feed(metrics.clone())),

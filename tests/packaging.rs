@@ -74,6 +74,27 @@ fn run_ok(what: &str, cmd: &mut Command) -> String {
     assert_success(what, &output(cmd))
 }
 
+/// A packaging script, in the environment of the shell that scripts/test
+/// ran `packaging/build` from: without what cargo sets for a test process
+/// (CARGO_PKG_*, OUT_DIR, RUSTUP_TOOLCHAIN...), which build scripts of
+/// dependencies watch (ring reruns on OUT_DIR) and would make the nested
+/// cargo rebuild the release binary from scratch.
+fn packaging_script(path: &str) -> Command {
+    let mut cmd = Command::new(repo().join(path));
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        let set_by_cargo = (key.starts_with("CARGO") && key != "CARGO_HOME")
+            || key.starts_with("RUSTUP_TOOLCHAIN")
+            || key.starts_with("LLMPROBE_BUILD_")
+            || ["OUT_DIR", "RUST_RECURSION_COUNT", "LD_LIBRARY_PATH"].contains(&key.as_ref());
+        if set_by_cargo {
+            cmd.env_remove(key.as_ref());
+        }
+    }
+    cmd.current_dir(repo());
+    cmd
+}
+
 fn bash(script: &str) -> Output {
     output(
         Command::new("bash")
@@ -805,10 +826,7 @@ fn install_doc_commands_run() {
     let root = dir.path().join("root");
     std::fs::create_dir_all(&root).unwrap();
 
-    let built = run_ok(
-        "packaging/deb/build",
-        &mut Command::new(repo().join(next())),
-    );
+    let built = run_ok("packaging/deb/build", &mut packaging_script(next()));
     assert_eq!(repo().join(built.trim()), deb_file());
 
     let _ = next(); // apt-get install ./X.deb
@@ -938,10 +956,7 @@ fn install_doc_commands_run() {
     );
 
     // --- Container image
-    let image = run_ok(
-        "packaging/image/build",
-        &mut Command::new(repo().join(next())),
-    );
+    let image = run_ok("packaging/image/build", &mut packaging_script(next()));
     assert_eq!(image.trim(), image_name());
 
     // Loaded into a storage of its own: the archive is all it takes.

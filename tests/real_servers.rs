@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use llmprobe::probe::client::Client;
+use llmprobe::probe::tls::Clients;
 use llmprobe::schedule::endpoint;
 use llmprobe::stats::report::{LevelSummary, SweepReport};
 use llmprobe::sweep::{NoObserver, SweepEnv};
@@ -72,13 +72,13 @@ async fn sweep_with(env: &SweepEnv, yaml: &str) -> SweepReport {
         .expect("the sweep ends in bounded time")
 }
 
-fn env_with(client: Client, cap: u32) -> SweepEnv {
-    SweepEnv::new(client, cap, CancellationToken::new(), Arc::new(NoObserver))
+fn env_with(clients: Clients, cap: u32) -> SweepEnv {
+    SweepEnv::new(clients, cap, CancellationToken::new(), Arc::new(NoObserver))
 }
 
 async fn sweep(yaml: &str) -> SweepReport {
     sweep_with(
-        &env_with(Client::new(llmprobe::CONNECT_TIMEOUT).unwrap(), 64),
+        &env_with(Clients::new(llmprobe::CONNECT_TIMEOUT).unwrap(), 64),
         yaml,
     )
     .await
@@ -158,7 +158,7 @@ async fn a_level_the_global_cap_cannot_hold_does_not_raise_the_knee() {
         ..Default::default()
     })
     .await;
-    let env = env_with(Client::new(llmprobe::CONNECT_TIMEOUT).unwrap(), 8);
+    let env = env_with(Clients::new(llmprobe::CONNECT_TIMEOUT).unwrap(), 8);
     let _other_target = env.in_flight.clone().acquire_many_owned(4).await.unwrap();
     let r = sweep_with(
         &env,
@@ -328,8 +328,8 @@ async fn a_connect_timeout_is_a_connect_error() {
     let listener = socket.listen(0).unwrap();
     let addr = listener.local_addr().unwrap();
     let _fills_the_backlog = std::net::TcpStream::connect(addr).unwrap();
-    let env = env_with(Client::new(Duration::from_millis(300)).unwrap(), 8);
-    let extra = "    max_tokens_field: max_completion_tokens";
+    let env = env_with(Clients::new(Duration::from_millis(300)).unwrap(), 8);
+    let extra = "    max_tokens_field: max_completion_tokens\n    early_stop: false";
     let r = sweep_with(
         &env,
         &yaml(&format!("http://{addr}/v1"), "[1]", 2, LOOSE_SLO, extra),
@@ -371,7 +371,14 @@ async fn a_stream_cut_off_says_after_how_many_chunks() {
         content("c")
     ))
     .await;
-    let r = sweep(&yaml(&s.base_url(), "[1]", 2, LOOSE_SLO, "")).await;
+    let r = sweep(&yaml(
+        &s.base_url(),
+        "[1]",
+        2,
+        LOOSE_SLO,
+        "    early_stop: false",
+    ))
+    .await;
     let l = &levels(&r)[0];
     assert_eq!(l.outcomes["protocol_error"], 2);
     let e = &l.error_examples["protocol_error"];

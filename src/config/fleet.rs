@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::defaults;
-use super::file::{FileConfig, ShardFile, TemplateFile};
+use super::file::{FileConfig, FileSdFile, ShardFile, TemplateFile};
 use super::labels::{is_label_name, is_usable_label};
-use super::load::Env;
+use super::load::{Checks, Env};
 use super::resolved::{FileSdConfig, FleetConfig, Pattern, Shard, Workload};
-use super::target::{check_levels_within_cap, resolve_target};
+use super::target::{check_levels_within_cap, resolve_target, Context};
 use super::template::target_file;
 use super::MAX_SHARDS;
 
@@ -23,9 +23,23 @@ pub fn resolve_fleet(
     base_dir: &Path,
     workloads: &BTreeMap<String, Arc<Workload>>,
     env: &dyn Env,
+    checks: &Checks,
     bad: &mut dyn FnMut(&str, String),
 ) -> FleetConfig {
-    let file_sd = resolve_file_sd(file, base_dir, workloads, env, bad);
+    let ctx = Context {
+        defaults: &file.defaults,
+        workloads,
+        base_dir,
+        env,
+        checks,
+    };
+    let file_sd = resolve_file_sd(
+        file.file_sd.as_ref(),
+        file.target_template.as_ref(),
+        file.schedule.max_in_flight_total,
+        &ctx,
+        bad,
+    );
     FleetConfig {
         file_sd: file_sd.map(Arc::new),
         shard: resolve_shard(file.shard.as_ref(), env, bad),
@@ -34,17 +48,16 @@ pub fn resolve_fleet(
 
 /// Validates `file_sd:` and `target_template:`, reporting through `bad`.
 /// The template is tried on a placeholder entry, so that a missing workload
-/// or an unset key variable is found at load time, not on every entry.
+/// or an unset key variable is found at load time, not on every entry (and
+/// its TLS files are checked once: every entry shares them).
 pub fn resolve_file_sd(
-    file: &FileConfig,
-    base_dir: &Path,
-    workloads: &BTreeMap<String, Arc<Workload>>,
-    env: &dyn Env,
+    file_sd: Option<&FileSdFile>,
+    template: Option<&TemplateFile>,
+    max_in_flight_total: u32,
+    ctx: &Context<'_>,
     bad: &mut dyn FnMut(&str, String),
 ) -> Option<FileSdConfig> {
-    let (file_sd, template) = (file.file_sd.as_ref(), file.target_template.as_ref());
-    let defaults = &file.defaults;
-    let max_in_flight_total = file.schedule.max_in_flight_total;
+    let base_dir = ctx.base_dir;
     let Some(fs) = file_sd else {
         if template.is_some() {
             bad(
@@ -83,6 +96,7 @@ pub fn resolve_file_sd(
     }
     // A placeholder entry shows the problems every entry would have.
     let placeholder = BTreeMap::new();
+    let mut tls = None;
     match target_file(&template, "template.invalid:80", &placeholder) {
         Ok(mut t) => {
             if t.model.is_none() {
@@ -93,18 +107,18 @@ pub fn resolve_file_sd(
                 found = true;
                 bad(k, m)
             };
-            let resolved =
-                resolve_target(&t, "target_template", defaults, workloads, env, &mut report);
-            if let Some(resolved) = resolved {
+            let resolved = resolve_target(&t, "target_template", ctx, &mut report);
+            if let Some(resolved) = &resolved {
                 check_levels_within_cap(
                     &t,
-                    &resolved,
+                    resolved,
                     "target_template",
                     max_in_flight_total,
                     &mut report,
                 );
             }
             ok &= !found;
+            tls = resolved.and_then(|t| t.tls);
         }
         Err(_) => {
             // Only entry-specific problems remain (the label checks above
@@ -115,8 +129,10 @@ pub fn resolve_file_sd(
         patterns,
         refresh_interval,
         template,
-        defaults: defaults.clone(),
-        workloads: workloads.clone(),
+        defaults: ctx.defaults.clone(),
+        workloads: ctx.workloads.clone(),
+        base_dir: base_dir.to_path_buf(),
+        tls,
         max_in_flight_total,
     })
 }

@@ -6,7 +6,8 @@ use std::path::Path;
 
 use super::file::FileConfig;
 use super::resolve::resolve_with;
-use super::resolved::Config;
+use super::resolved::{ClientTls, Config};
+use super::target::TlsKey;
 
 /// Every problem found in a configuration, each naming file and key.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,16 +42,22 @@ impl Env for ProcessEnv {
 /// Checks of files whose format belongs to a layer above config (which
 /// imports none of them), run during resolution so that their problems
 /// take their place among the others.
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 pub struct Checks {
     /// Whether a TLS certificate chain and key make a usable pair; the error
     /// is reported under `web.tls_cert_file`.
     pub tls: fn(cert: &Path, key: &Path) -> Result<(), String>,
+    /// Whether a target's CA bundle, client certificate and key are usable;
+    /// the error names the key it is about.
+    pub client_tls: fn(&ClientTls) -> Result<(), (TlsKey, String)>,
 }
 
 impl Checks {
-    /// No outside check: the TLS files are read only when served.
-    pub const NONE: Checks = Checks { tls: |_, _| Ok(()) };
+    /// No outside check: the TLS files are read only when used.
+    pub const NONE: Checks = Checks {
+        tls: |_, _| Ok(()),
+        client_tls: |_| Ok(()),
+    };
 }
 
 /// Reads, decodes and validates the configuration at `path`, with

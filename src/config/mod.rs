@@ -36,7 +36,7 @@ pub use load::{decode, load, load_with, Checks, ConfigError, Env, ProcessEnv};
 pub use resolve::{check_password_hashes, resolve, resolve_with};
 pub use resolved::*;
 pub use settings::Settings;
-pub use target::resolve_target;
+pub use target::{resolve_target, Context, TlsKey};
 pub use template::target_file;
 pub use values::*;
 

@@ -14,7 +14,7 @@ use super::load::{Checks, ConfigError, Env};
 use super::prompts::{self, Prompt};
 use super::resolved::{Config, GatewayPair, Schedule, Target, TlsFiles, Web, Workload};
 use super::secret::Secret;
-use super::target::{check_levels_within_cap, resolve_target};
+use super::target::{check_levels_within_cap, resolve_target, Context};
 use super::values::PrefixCache;
 use super::MAX_INTERVAL;
 
@@ -201,7 +201,14 @@ pub fn resolve_with(
             bad(&k("name"), format!("duplicate target name `{}`", t.name));
         }
 
-        if let Some(target) = resolve_target(t, &key, d, &workloads, env, &mut bad) {
+        let ctx = Context {
+            defaults: d,
+            workloads: &workloads,
+            base_dir,
+            env,
+            checks,
+        };
+        if let Some(target) = resolve_target(t, &key, &ctx, &mut bad) {
             check_levels_within_cap(t, &target, &key, schedule.max_in_flight_total, &mut bad);
             targets.push(Arc::new(target));
         }
@@ -211,7 +218,7 @@ pub fn resolve_with(
 
     let web = resolve_web(&file.web, base_dir, checks, &mut bad);
 
-    let fleet = resolve_fleet(&file, base_dir, &workloads, env, &mut bad);
+    let fleet = resolve_fleet(&file, base_dir, &workloads, env, checks, &mut bad);
 
     // Targets inheriting the same default say the same thing once.
     let mut said = std::collections::BTreeSet::new();

@@ -110,6 +110,19 @@ pub struct Target {
     /// `max_concurrency`, when it left configured levels out (the climb
     /// then stops there, and the result says so).
     pub capped_by_max_concurrency: Option<u32>,
+    /// Private TLS towards the server (None: the shared client, built-in roots).
+    pub tls: Option<ClientTls>,
+}
+
+/// How llmprobe trusts a target's server and proves itself to it: paths to
+/// PEM files, read by the probe layer, which keeps one HTTP client per
+/// distinct value.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ClientTls {
+    /// CA certificates that replace the built-in (webpki) roots.
+    pub ca_file: Option<PathBuf>,
+    /// Client certificate and key, for servers that require one.
+    pub identity: Option<TlsFiles>,
 }
 
 /// A resolved idle gate of a target: sweeps wait while the server is busy.
@@ -170,7 +183,7 @@ pub struct Web {
 }
 
 /// The TLS certificate chain and private key, as PEM files.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TlsFiles {
     /// Certificate chain.
     pub cert_file: PathBuf,
@@ -201,6 +214,11 @@ pub struct FileSdConfig {
     pub defaults: DefaultsFile,
     /// Workloads of the config, resolved.
     pub workloads: BTreeMap<String, Arc<Workload>>,
+    /// Directory of the config file (relative paths start there).
+    pub base_dir: PathBuf,
+    /// The TLS files every discovered target shares (from
+    /// `target_template:` and `defaults:`), checked at load.
+    pub tls: Option<ClientTls>,
     /// `schedule.max_in_flight_total`: no level may be above it.
     pub max_in_flight_total: u32,
 }

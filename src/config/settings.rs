@@ -44,6 +44,12 @@ macro_rules! per_target_settings {
             max_concurrency: u32,
             /// Request field that carries the output limit.
             max_tokens_field: $crate::config::values::MaxTokensField,
+            /// PEM roots that replace the built-in ones for this server.
+            ca_file: std::path::PathBuf,
+            /// PEM client certificate chain for mutual TLS (with `key_file`).
+            cert_file: std::path::PathBuf,
+            /// PEM private key of `cert_file`.
+            key_file: std::path::PathBuf,
             /// Stop a level as soon as it is certain to break the SLO.
             early_stop: bool,
             /// Locate the knee between two configured levels to this
@@ -155,6 +161,7 @@ impl Merge for Vec<u32> {}
 impl Merge for Duration {}
 impl Merge for RequestsPerLevel {}
 impl Merge for MaxTokensField {}
+impl Merge for std::path::PathBuf {}
 impl Merge for bool {}
 impl Merge for crate::config::gentle::Resolution {}
 

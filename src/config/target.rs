@@ -2,29 +2,46 @@
 //! shared by static targets and those discovered from files.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::defaults;
 use super::file::{DefaultsFile, TargetFile};
 use super::labels::is_usable_label;
-use super::load::Env;
+use super::load::{Checks, Env};
 use super::prompts;
-use super::resolved::{Endpoint, IdleGate, Slo, Target, Workload};
+use super::resolved::{ClientTls, Endpoint, IdleGate, Slo, Target, TlsFiles, Workload};
 use super::secret::Secret;
+use super::settings::Settings;
 use super::{MAX_KEY_FILE_BYTES, MAX_LEVEL, MAX_REQUESTS_PER_LEVEL};
 
-/// Resolves one target as written (its name already checked) against the
-/// defaults and workloads; problems are reported under `key`. Shared by
-/// static targets and those discovered from files (`file_sd`).
+/// What a target is resolved against: the config's `defaults:` and
+/// workloads, the directory relative paths start from (the config's), the
+/// environment, and the checks of files config cannot read itself.
+#[derive(Clone, Copy)]
+pub struct Context<'a> {
+    /// `defaults:` of the config.
+    pub defaults: &'a DefaultsFile,
+    /// Workloads of the config, resolved.
+    pub workloads: &'a BTreeMap<String, Arc<Workload>>,
+    /// Directory of the config file.
+    pub base_dir: &'a Path,
+    /// Source of environment variables.
+    pub env: &'a dyn Env,
+    /// Checks of the TLS files.
+    pub checks: &'a Checks,
+}
+
+/// Resolves one target as written (its name already checked) against
+/// `ctx`; problems are reported under `key`. Shared by static targets and
+/// those discovered from files (`file_sd`).
 pub fn resolve_target(
     t: &TargetFile,
     key: &str,
-    d: &DefaultsFile,
-    workloads: &BTreeMap<String, Arc<Workload>>,
-    env: &dyn Env,
+    ctx: &Context<'_>,
     bad: &mut dyn FnMut(&str, String),
 ) -> Option<Target> {
+    let (d, workloads, env) = (ctx.defaults, ctx.workloads, ctx.env);
     let k = |field: &str| format!("{key}.{field}");
     let default_workload = &d.workload;
     let endpoint = match (&t.base_url, &t.simulator) {
@@ -154,6 +171,7 @@ pub fn resolve_target(
             format!("defaults.{field}")
         }
     };
+    let tls = resolve_client_tls(own, &s, ctx, &at, bad);
     let warmup_requests = s.warmup_requests.unwrap_or(defaults::WARMUP_REQUESTS);
     if u64::from(warmup_requests) > MAX_REQUESTS_PER_LEVEL {
         bad(
@@ -295,11 +313,93 @@ pub fn resolve_target(
         headroom,
         max_tokens_field,
         idle_gate,
+        tls,
         capped_by_max_concurrency,
         early_stop,
         refine_resolution,
         full_sweep_every,
     })
+}
+
+/// The merged `ca_file`, `cert_file` and `key_file` (relative to the
+/// config), checked by `ctx.checks`; a problem names the key where the file
+/// was set (`own`: the target's, else `defaults.`, through `at`).
+fn resolve_client_tls(
+    own: &Settings,
+    merged: &Settings,
+    ctx: &Context<'_>,
+    at: &dyn Fn(bool, &str) -> String,
+    bad: &mut dyn FnMut(&str, String),
+) -> Option<ClientTls> {
+    let rel = |p: &PathBuf| {
+        if p.is_relative() {
+            ctx.base_dir.join(p)
+        } else {
+            p.clone()
+        }
+    };
+    let identity = match (&merged.cert_file, &merged.key_file) {
+        (None, None) => None,
+        (Some(cert), Some(key)) => Some(TlsFiles {
+            cert_file: rel(cert),
+            key_file: rel(key),
+        }),
+        (Some(_), None) => {
+            bad(
+                &at(own.cert_file.is_some(), "key_file"),
+                "missing: `cert_file` is set, and mutual TLS needs its key too".into(),
+            );
+            return None;
+        }
+        (None, Some(_)) => {
+            bad(
+                &at(own.key_file.is_some(), "cert_file"),
+                "missing: `key_file` is set, and mutual TLS needs its certificate too".into(),
+            );
+            return None;
+        }
+    };
+    let tls = ClientTls {
+        ca_file: merged.ca_file.as_ref().map(rel),
+        identity,
+    };
+    if tls.ca_file.is_none() && tls.identity.is_none() {
+        return None;
+    }
+    match (ctx.checks.client_tls)(&tls) {
+        Ok(()) => Some(tls),
+        Err((field, e)) => {
+            let set_here = match field {
+                TlsKey::CaFile => own.ca_file.is_some(),
+                TlsKey::CertFile => own.cert_file.is_some(),
+                TlsKey::KeyFile => own.key_file.is_some(),
+            };
+            bad(&at(set_here, field.name()), e);
+            None
+        }
+    }
+}
+
+/// Which of a target's TLS keys a problem is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsKey {
+    /// `ca_file`.
+    CaFile,
+    /// `cert_file`.
+    CertFile,
+    /// `key_file`.
+    KeyFile,
+}
+
+impl TlsKey {
+    /// The key as written in the file.
+    pub fn name(self) -> &'static str {
+        match self {
+            TlsKey::CaFile => "ca_file",
+            TlsKey::CertFile => "cert_file",
+            TlsKey::KeyFile => "key_file",
+        }
+    }
 }
 
 /// Reports a level of `target` (resolved from `t`, problems under `key`)

@@ -78,7 +78,11 @@ pub fn router(state: AppState) -> Router {
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {
-    let parts = state.metrics.encode_parts().map(Ok::<_, Infallible>);
+    let parts = state
+        .metrics
+        .encode_parts()
+        .into_iter()
+        .map(Ok::<_, Infallible>);
     (
         [(header::CONTENT_TYPE, TEXT_CONTENT_TYPE)],
         Body::from_stream(futures_util::stream::iter(parts)),

@@ -19,6 +19,7 @@ mod running;
 mod tests;
 
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -49,6 +50,9 @@ pub struct Metrics {
     running: RunningTotals,
     daemon: DaemonState,
     results: Arc<Results>,
+    /// Size of the last encoding of the registry's families, to allocate
+    /// the next one at once rather than by doubling.
+    live_len: AtomicUsize,
 }
 
 impl fmt::Debug for Metrics {
@@ -93,7 +97,7 @@ impl Metrics {
     /// The configuration counts as successfully loaded at construction time,
     /// because a `Metrics` is only built once a valid configuration is in hand.
     pub fn new(registry: &Registry) -> Result<Metrics, prometheus::Error> {
-        let running = RunningTotals::new(registry)?;
+        let running = RunningTotals::new();
         let daemon = DaemonState::new(registry, now_unix())?;
         results::check_names()?;
 
@@ -107,6 +111,7 @@ impl Metrics {
             running,
             daemon,
             results: Arc::new(Results::default()),
+            live_len: AtomicUsize::new(0),
         })
     }
 
@@ -204,35 +209,45 @@ impl Metrics {
 
     /// Every metric in the text exposition format 0.0.4 ([`TEXT_CONTENT_TYPE`]).
     pub fn encode(&self) -> String {
-        let families = self.registry.gather();
+        let live = self.encode_live();
         let results = self.results.text();
-        let mut out = String::with_capacity(results.len() + (1 << 16));
-        encode_into(&families, &mut out);
+        let mut out = String::with_capacity(live.len() + results.len());
+        out.push_str(&live);
         // Distinct family names, so each family stays in one block.
-        out.push_str(&results);
+        results.blocks().for_each(|b| out.push_str(b));
         out
     }
 
-    /// [`encode`](Self::encode) in two pieces for a response body: the live
-    /// metrics, then the results, shared with every scrape until they change
-    /// instead of copied (megabytes with a hundred targets).
-    pub fn encode_parts(&self) -> [Bytes; 2] {
-        let families = self.registry.gather();
-        let mut live = String::new();
-        encode_into(&families, &mut live);
-        [
-            Bytes::from(live),
-            Bytes::from_owner(SharedText(self.results.text())),
-        ]
+    /// [`encode`](Self::encode) in pieces for a response body: the live
+    /// metrics, then one piece per result family, shared with every scrape
+    /// until the results change instead of copied (megabytes with a
+    /// hundred targets).
+    pub fn encode_parts(&self) -> Vec<Bytes> {
+        let live = self.encode_live();
+        let results = self.results.text();
+        let mut parts = Vec::with_capacity(1 + results.count());
+        parts.push(Bytes::from(live));
+        parts.extend((0..results.count()).map(|i| results.block_bytes(i)));
+        parts
     }
-}
 
-/// A rendering lent to a response body.
-struct SharedText(Arc<String>);
-
-impl AsRef<[u8]> for SharedText {
-    fn as_ref(&self) -> &[u8] {
-        self.0.as_bytes()
+    /// The families that change with every request (running totals) and
+    /// the registry's (daemon, fleet, process), merged in name order as the
+    /// registry alone wrote them before the running totals left it.
+    fn encode_live(&self) -> String {
+        let mut running = self.running.text().into_iter().peekable();
+        let families = self.registry.gather();
+        let last = self.live_len.load(Ordering::Relaxed);
+        let mut live = String::with_capacity(last + last / 16 + 1024);
+        for family in &families {
+            while let Some((_, text)) = running.next_if(|(name, _)| *name < family.name()) {
+                live.push_str(&text);
+            }
+            encode_into(std::slice::from_ref(family), &mut live);
+        }
+        running.for_each(|(_, text)| live.push_str(&text));
+        self.live_len.store(live.len(), Ordering::Relaxed);
+        live
     }
 }
 

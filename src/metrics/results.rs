@@ -1,8 +1,8 @@
 //! The results of the latest completed sweep of each target and the latest
 //! measurement of each gateway pair, held as whole reports and rendered to
 //! text when they change; every scrape until the next change reuses that
-//! text (with 100 targets rendering takes over 100 ms, and results change
-//! only when a sweep ends). Replacing a report is one pointer swap under a
+//! text (with 100 targets x 3 workloads x 8 levels rendering takes about
+//! 30 ms, and results change only when a sweep ends). Replacing a report is one pointer swap under a
 //! lock, so a scrape never mixes two sweeps, and a level or workload missing
 //! from the new report simply stops being exported (no stale series to
 //! delete).
@@ -11,12 +11,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
+use std::fmt::Write;
+
 use prometheus::core::Desc;
-use prometheus::proto::{self, LabelPair, MetricFamily, MetricType};
 
 use crate::config::Target;
 use crate::metrics::names::{self, quantity, Spec};
-use crate::metrics::{encode_into, read, write};
+use crate::metrics::{read, write};
 use crate::stats::report::{LevelRole, PairReport, Percentiles, Setup, SweepReport};
 use crate::stats::sample::Outcome;
 
@@ -46,7 +47,7 @@ pub(super) struct Results {
     /// Bumped after every change: a rendering is reused while it is current.
     generation: AtomicU64,
     /// The latest rendering and the generation it shows.
-    rendered: Mutex<Option<(u64, Arc<String>)>>,
+    rendered: Mutex<Option<(u64, Arc<Rendered>)>>,
 }
 
 /// Checks the names and label names of every result family, as registering
@@ -150,7 +151,7 @@ impl Results {
     }
 
     /// The text of every result family, rendered again only after a change.
-    pub(super) fn text(&self) -> Arc<String> {
+    pub(super) fn text(&self) -> Arc<Rendered> {
         // Held while rendering, so concurrent scrapes render once.
         let mut rendered = self.rendered.lock().unwrap_or_else(PoisonError::into_inner);
         // Read before rendering: a change made meanwhile leaves it stale.
@@ -160,13 +161,11 @@ impl Results {
                 return Arc::clone(text);
             }
         }
-        let mut families = Families::default();
+        let mut families = Families::new(rendered.as_ref().map(|(_, r)| r.as_ref()));
         self.collect_sweeps(&mut families);
         self.collect_info(&mut families);
         self.collect_gateway(&mut families);
-        let mut text = String::new();
-        encode_into(&families.into_vec(), &mut text);
-        let text = Arc::new(text);
+        let text = Arc::new(families.into_rendered());
         *rendered = Some((generation, Arc::clone(&text)));
         text
     }
@@ -313,8 +312,8 @@ impl Results {
     /// Builds `llmprobe_target_info`.
     fn collect_info(&self, out: &mut Families) {
         for (target, pairs) in read(&self.target_info).iter() {
-            let mut labels = vec![label(TARGET_LABEL, target)];
-            labels.extend(pairs.iter().map(|(n, v)| label(n, v)));
+            let labels = std::iter::once((TARGET_LABEL, target.as_str()))
+                .chain(pairs.iter().map(|(n, v)| (n.as_str(), v.as_str())));
             out.add_pairs(&names::TARGET_INFO, labels, 1.0);
         }
     }
@@ -355,47 +354,270 @@ pub(super) fn sanitize_label_name(name: &str) -> Option<String> {
     Some(s)
 }
 
-/// Families under construction during one scrape, keyed by name; only
-/// families with at least one series are created.
-#[derive(Default)]
-struct Families(BTreeMap<&'static str, MetricFamily>);
+/// One rendering of every result family: a block of text per family (its
+/// `# HELP` and `# TYPE` lines, then its series), in name order. Kept as
+/// blocks so that a response body can lend each one instead of copying
+/// them into one string (megabytes with a thousand targets).
+#[derive(Debug, Default)]
+pub(super) struct Rendered {
+    families: Vec<(&'static str, String)>,
+}
 
-impl Families {
-    /// Adds a gauge series whose label values follow `spec.labels`.
-    fn add(&mut self, spec: &Spec, values: &[&str], value: f64) {
-        let pairs = spec
-            .labels
-            .iter()
-            .zip(values)
-            .map(|(name, value)| label(name, value))
-            .collect();
-        self.add_pairs(spec, pairs, value);
+impl Rendered {
+    /// The blocks, in exposition order.
+    pub(super) fn blocks(&self) -> impl Iterator<Item = &str> {
+        self.families.iter().map(|(_, text)| text.as_str())
     }
 
-    /// Adds a gauge series with explicit label pairs.
-    fn add_pairs(&mut self, spec: &Spec, labels: Vec<LabelPair>, value: f64) {
-        let family = self.0.entry(spec.name).or_insert_with(|| {
-            let mut mf = MetricFamily::default();
-            mf.set_name(spec.name.to_string());
-            mf.set_help(spec.help.to_string());
-            mf.set_field_type(MetricType::GAUGE);
-            mf
-        });
-        let mut gauge = proto::Gauge::default();
-        gauge.set_value(value);
-        let mut metric = proto::Metric::from_label(labels);
-        metric.set_gauge(gauge);
-        family.mut_metric().push(metric);
+    /// Total size in bytes.
+    pub(super) fn len(&self) -> usize {
+        self.families.iter().map(|(_, t)| t.len()).sum()
     }
 
-    fn into_vec(self) -> Vec<MetricFamily> {
-        self.0.into_values().collect()
+    /// Every block in one string.
+    #[cfg(test)]
+    pub(super) fn concat(&self) -> String {
+        self.blocks().collect()
+    }
+
+    /// Block `i` lent to a response body (empty when there is none).
+    pub(super) fn block_bytes(self: &Arc<Self>, i: usize) -> bytes::Bytes {
+        bytes::Bytes::from_owner(Block(Arc::clone(self), i))
+    }
+
+    /// Number of blocks.
+    pub(super) fn count(&self) -> usize {
+        self.families.len()
     }
 }
 
-fn label(name: &str, value: &str) -> LabelPair {
-    let mut pair = LabelPair::default();
-    pair.set_name(name.to_string());
-    pair.set_value(value.to_string());
-    pair
+/// Block `.1` of a rendering, as bytes.
+struct Block(Arc<Rendered>, usize);
+
+impl AsRef<[u8]> for Block {
+    fn as_ref(&self) -> &[u8] {
+        self.0
+            .families
+            .get(self.1)
+            .map_or(&[][..], |(_, t)| t.as_bytes())
+    }
+}
+
+/// Families being written as text during one rendering, keyed by name so
+/// that each family stays one block; only families with at least one
+/// series get one. Written directly as text (format 0.0.4, as the
+/// prometheus crate's encoder writes it): building its protobuf tree first
+/// took more memory than the text itself and most of the rendering time.
+struct Families<'a> {
+    blocks: BTreeMap<&'static str, String>,
+    /// The previous rendering, whose block sizes size the new ones.
+    previous: Option<&'a Rendered>,
+}
+
+impl<'a> Families<'a> {
+    fn new(previous: Option<&'a Rendered>) -> Self {
+        Families {
+            blocks: BTreeMap::new(),
+            previous,
+        }
+    }
+
+    /// The block of `spec`, started with its header when new.
+    fn block(&mut self, spec: &Spec) -> &mut String {
+        let previous = self.previous;
+        self.blocks.entry(spec.name).or_insert_with(|| {
+            // Room for what the family held last time and a little more,
+            // so that a block is allocated once rather than doubled.
+            let last = previous
+                .and_then(|r| r.families.iter().find(|(n, _)| *n == spec.name))
+                .map_or(0, |(_, t)| t.len());
+            let mut text = String::with_capacity(last + last / 16 + 256);
+            family_header(&mut text, spec, "gauge");
+            text
+        })
+    }
+
+    /// Adds a gauge series whose label values follow `spec.labels`.
+    fn add(&mut self, spec: &Spec, values: &[&str], value: f64) {
+        let out = self.block(spec);
+        write_series(
+            out,
+            spec.name,
+            spec.labels.iter().copied().zip(values.iter().copied()),
+            value,
+        );
+    }
+
+    /// Adds a gauge series with explicit label pairs.
+    fn add_pairs<'l>(
+        &mut self,
+        spec: &Spec,
+        labels: impl IntoIterator<Item = (&'l str, &'l str)>,
+        value: f64,
+    ) {
+        let out = self.block(spec);
+        write_series(out, spec.name, labels, value);
+    }
+
+    fn into_rendered(self) -> Rendered {
+        Rendered {
+            families: self.blocks.into_iter().collect(),
+        }
+    }
+}
+
+/// Appends the `# HELP` and `# TYPE` lines of a family of type `kind`.
+pub(super) fn family_header(out: &mut String, spec: &Spec, kind: &str) {
+    out.push_str("# HELP ");
+    out.push_str(spec.name);
+    out.push(' ');
+    escape_into(out, spec.help, false);
+    out.push_str("\n# TYPE ");
+    out.push_str(spec.name);
+    out.push(' ');
+    out.push_str(kind);
+    out.push('\n');
+}
+
+/// Appends one series line: `name{label="value",...} value`.
+pub(super) fn write_series<'l>(
+    out: &mut String,
+    name: &str,
+    labels: impl IntoIterator<Item = (&'l str, &'l str)>,
+    value: f64,
+) {
+    out.push_str(name);
+    let mut separator = '{';
+    for (label, v) in labels {
+        out.push(separator);
+        out.push_str(label);
+        out.push_str("=\"");
+        escape_into(out, v, true);
+        out.push('"');
+        separator = ',';
+    }
+    if separator == ',' {
+        out.push('}');
+    }
+    // Writing to a String cannot fail.
+    let _ = writeln!(out, " {value}");
+}
+
+/// Appends `s` escaped as the text format wants: backslash and newline,
+/// and in label values the double quote.
+fn escape_into(out: &mut String, s: &str, quote: bool) {
+    if !s.contains(['\\', '\n', '"']) {
+        out.push_str(s);
+        return;
+    }
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '"' if quote => out.push_str("\\\""),
+            c => out.push(c),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prometheus::proto::{self, LabelPair, MetricFamily, MetricType};
+
+    /// The same series through the prometheus crate's protobuf and encoder.
+    fn through_the_crate(spec: &Spec, series: &[(Vec<(&str, &str)>, f64)]) -> String {
+        let mut mf = MetricFamily::default();
+        mf.set_name(spec.name.to_string());
+        mf.set_help(spec.help.to_string());
+        mf.set_field_type(MetricType::GAUGE);
+        for (labels, value) in series {
+            let pairs = labels
+                .iter()
+                .map(|(n, v)| {
+                    let mut p = LabelPair::default();
+                    p.set_name(n.to_string());
+                    p.set_value(v.to_string());
+                    p
+                })
+                .collect();
+            let mut gauge = proto::Gauge::default();
+            gauge.set_value(*value);
+            let mut m = proto::Metric::from_label(pairs);
+            m.set_gauge(gauge);
+            mf.mut_metric().push(m);
+        }
+        let mut out = String::new();
+        crate::metrics::encode_into(&[mf], &mut out);
+        out
+    }
+
+    #[test]
+    fn text_is_written_as_the_prometheus_encoder_writes_it() {
+        let spec = Spec {
+            name: "llmprobe_test_gauge",
+            help: "A help with a \\ backslash\nand a newline \"quoted\".",
+            labels: &["target", "workload"],
+        };
+        let series: Vec<(Vec<(&str, &str)>, f64)> = vec![
+            (vec![("target", "a"), ("workload", "chat")], 0.25),
+            (
+                vec![("target", "q\"uo\\te"), ("workload", "new\nline")],
+                3.0,
+            ),
+            (vec![("target", "é"), ("workload", "")], 1e-7),
+            (vec![("target", "big"), ("workload", "x")], 12345678901.5),
+            (vec![("target", "inf"), ("workload", "x")], f64::INFINITY),
+            (vec![("target", "nan"), ("workload", "x")], f64::NAN),
+            (vec![("target", "neg"), ("workload", "x")], -0.0),
+        ];
+        let mut families = Families::new(None);
+        for (labels, value) in &series {
+            let values: Vec<&str> = labels.iter().map(|(_, v)| *v).collect();
+            families.add(&spec, &values, *value);
+        }
+        let rendered = families.into_rendered();
+        assert_eq!(rendered.count(), 1);
+        assert_eq!(
+            rendered.blocks().collect::<String>(),
+            through_the_crate(&spec, &series)
+        );
+    }
+
+    #[test]
+    fn a_family_without_labels_has_no_braces() {
+        let spec = Spec {
+            name: "llmprobe_test_plain",
+            help: "Plain.",
+            labels: &[],
+        };
+        let mut families = Families::new(None);
+        families.add(&spec, &[], 2.0);
+        let text: String = families.into_rendered().blocks().collect();
+        assert_eq!(text, through_the_crate(&spec, &[(vec![], 2.0)]));
+        assert!(text.ends_with("\nllmprobe_test_plain 2\n"), "{text}");
+    }
+
+    #[test]
+    fn blocks_are_sized_from_the_previous_rendering() {
+        let spec = Spec {
+            name: "llmprobe_test_sized",
+            help: "Sized.",
+            labels: &["target"],
+        };
+        let names: Vec<String> = (0..500).map(|i| format!("t{i:05}")).collect();
+        let render = |previous: Option<&Rendered>| {
+            let mut families = Families::new(previous);
+            for n in &names {
+                families.add(&spec, &[n], 1.0);
+            }
+            families.into_rendered()
+        };
+        let first = render(None);
+        let second = render(Some(&first));
+        let (len, cap) = (second.families[0].1.len(), second.families[0].1.capacity());
+        assert_eq!(len, first.len());
+        // Allocated once with a little room, not doubled.
+        assert!(cap >= len && cap <= len + len / 16 + 256, "{len} in {cap}");
+    }
 }

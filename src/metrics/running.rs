@@ -1,173 +1,403 @@
 //! Running totals over every measured request (histograms and counters,
 //! for `rate()` and `histogram_quantile()` over any window), per (target,
-//! model, workload), remembered so that a removed target's series can go.
+//! model, workload), kept as plain numbers so that a removed target's series
+//! can go, and written as text at scrape time.
+//!
+//! Not the prometheus crate's vecs: its `gather` copied every label of every
+//! series into a protobuf tree and sorted it on each scrape (about 36,000
+//! series with a thousand targets; most of a scrape's allocations). The text
+//! is the same, series for series and in the same order (labels by name,
+//! series by label values), as that crate's encoder wrote it.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Registry};
-
-use crate::metrics::counter;
 use crate::metrics::names::{self, Spec};
+use crate::metrics::results::{family_header, write_series};
 use crate::stats::report::SweepReport;
 use crate::stats::sample::{Outcome, Sample};
 
-/// Which (target, model, workload) series exist, so that `forget` can
-/// delete them (the vecs cannot match a partial label set).
-type Keys = BTreeMap<String, BTreeMap<String, Vec<String>>>;
+const BUCKETS: usize = names::LATENCY_BUCKETS.len();
 
-/// The running-total families.
-pub(super) struct RunningTotals {
-    request_ttft: HistogramVec,
-    request_duration: HistogramVec,
-    requests: IntCounterVec,
-    output_tokens: IntCounterVec,
-    prompt_tokens: IntCounterVec,
-    requests_saved: IntCounterVec,
-    keys: Mutex<Keys>,
+/// One histogram: counts per bucket (not cumulative), sum and count.
+#[derive(Debug, Default, Clone)]
+struct Histogram {
+    buckets: [u64; BUCKETS],
+    sum: f64,
+    count: u64,
 }
 
-fn histogram(registry: &Registry, spec: &Spec) -> Result<HistogramVec, prometheus::Error> {
-    let h = HistogramVec::new(
-        HistogramOpts::new(spec.name, spec.help).buckets(names::LATENCY_BUCKETS.to_vec()),
-        spec.labels,
-    )?;
-    registry.register(Box::new(h.clone()))?;
-    Ok(h)
+impl Histogram {
+    fn observe(&mut self, v: f64) {
+        // As the prometheus crate does: the first bucket whose upper bound
+        // is at least the value; above every bound only +Inf counts it.
+        if let Some(i) = names::LATENCY_BUCKETS.iter().position(|b| v <= *b) {
+            self.buckets[i] += 1;
+        }
+        self.sum += v;
+        self.count += 1;
+    }
+}
+
+/// Every running total of one (target, model, workload).
+#[derive(Debug, Default, Clone)]
+struct Totals {
+    requests: [u64; Outcome::ALL.len()],
+    output_tokens: u64,
+    prompt_tokens: u64,
+    /// Requests not sent because a level stopped early (per sweep report).
+    requests_saved: u64,
+    ttft: Histogram,
+    duration: Histogram,
+}
+
+/// (model, target, workload): the order in which series are written.
+type Key = (String, String, String);
+
+/// model -> target -> (workload, totals) sorted by workload: nested so that
+/// a request finds its totals by borrowed names, without allocating a key.
+/// The workloads of a target are few: a map there would allocate a node
+/// with room for 11 (4 KB per target; heaptrack, 1000 targets).
+type Series = BTreeMap<String, BTreeMap<String, Vec<(String, Totals)>>>;
+
+/// The running-total families.
+#[derive(Debug, Default)]
+pub(super) struct RunningTotals {
+    series: Mutex<Series>,
 }
 
 impl RunningTotals {
-    /// Creates the families and registers them.
-    pub(super) fn new(registry: &Registry) -> Result<Self, prometheus::Error> {
-        Ok(RunningTotals {
-            request_ttft: histogram(registry, &names::REQUEST_TTFT)?,
-            request_duration: histogram(registry, &names::REQUEST_DURATION)?,
-            requests: counter(registry, &names::REQUESTS)?,
-            output_tokens: counter(registry, &names::OUTPUT_TOKENS)?,
-            prompt_tokens: counter(registry, &names::PROMPT_TOKENS)?,
-            requests_saved: counter(registry, &names::REQUESTS_SAVED)?,
-            keys: Mutex::new(BTreeMap::new()),
-        })
+    /// No series yet.
+    pub(super) fn new() -> Self {
+        RunningTotals::default()
     }
 
     /// Adds one measured request; see [`Metrics::observe_request`](super::Metrics::observe_request).
+    ///
+    /// The first request of a (target, model, workload) creates all of its
+    /// series at zero, so that `rate()` and alerts on an outcome work from
+    /// its first occurrence.
     pub(super) fn observe(&self, target: &str, model: &str, workload: &str, sample: &Sample) {
-        // Held while updating so that `forget` sees either all of this
-        // request or none of it.
-        let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
-        self.ensure_series(&mut keys, target, model, workload);
-
-        let labels = [target, model, workload];
-        if let Ok(c) = self.requests.get_metric_with_label_values(&[
-            target,
-            model,
-            workload,
-            sample.outcome.as_str(),
-        ]) {
-            c.inc();
-        }
+        let mut series = self.series.lock().unwrap_or_else(PoisonError::into_inner);
+        let by_target = match series.get_mut(model) {
+            Some(m) => m,
+            None => series.entry(model.to_string()).or_default(),
+        };
+        let by_workload = match by_target.get_mut(target) {
+            Some(t) => t,
+            None => by_target.entry(target.to_string()).or_default(),
+        };
+        let i = match by_workload.binary_search_by(|(w, _)| w.as_str().cmp(workload)) {
+            Ok(i) => i,
+            Err(i) => {
+                by_workload.insert(i, (workload.to_string(), Totals::default()));
+                i
+            }
+        };
+        let totals = &mut by_workload[i].1;
+        totals.requests[sample.outcome.index()] += 1;
         if sample.outcome != Outcome::Ok {
             return;
         }
-        if let (Some(ttft), Ok(h)) = (
-            sample.ttft,
-            self.request_ttft.get_metric_with_label_values(&labels),
-        ) {
-            h.observe(ttft.as_secs_f64());
+        if let Some(ttft) = sample.ttft {
+            totals.ttft.observe(ttft.as_secs_f64());
         }
-        if let (Some(latency), Ok(h)) = (
-            sample.latency,
-            self.request_duration.get_metric_with_label_values(&labels),
-        ) {
-            h.observe(latency.as_secs_f64());
+        if let Some(latency) = sample.latency {
+            totals.duration.observe(latency.as_secs_f64());
         }
-        if let Ok(c) = self.output_tokens.get_metric_with_label_values(&labels) {
-            c.inc_by(sample.output_tokens);
+        totals.output_tokens += sample.output_tokens;
+        if let Some(tokens) = sample.prompt_tokens {
+            totals.prompt_tokens += tokens;
         }
-        if let (Some(tokens), Ok(c)) = (
-            sample.prompt_tokens,
-            self.prompt_tokens.get_metric_with_label_values(&labels),
-        ) {
-            c.inc_by(tokens);
-        }
-    }
-
-    /// Creates, at zero, every running-total series of a (target, model,
-    /// workload) seen for the first time, so that `rate()` and alerts on an
-    /// outcome work from its first occurrence.
-    fn ensure_series(&self, keys: &mut Keys, target: &str, model: &str, workload: &str) {
-        let known = keys
-            .get(target)
-            .and_then(|models| models.get(model))
-            .is_some_and(|workloads| workloads.iter().any(|w| w == workload));
-        if known {
-            return;
-        }
-        keys.entry(target.to_string())
-            .or_default()
-            .entry(model.to_string())
-            .or_default()
-            .push(workload.to_string());
-        let labels = [target, model, workload];
-        for outcome in Outcome::ALL {
-            let _ = self.requests.get_metric_with_label_values(&[
-                target,
-                model,
-                workload,
-                outcome.as_str(),
-            ]);
-        }
-        let _ = self.request_ttft.get_metric_with_label_values(&labels);
-        let _ = self.request_duration.get_metric_with_label_values(&labels);
-        let _ = self.output_tokens.get_metric_with_label_values(&labels);
-        let _ = self.prompt_tokens.get_metric_with_label_values(&labels);
-        let _ = self.requests_saved.get_metric_with_label_values(&labels);
     }
 
     /// Adds the requests the report's early-stopped levels did not send.
     pub(super) fn sweep_finished(&self, report: &SweepReport) {
-        let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut series = self.series.lock().unwrap_or_else(PoisonError::into_inner);
         for w in &report.workloads {
             let saved: u64 = w
                 .levels
                 .iter()
                 .filter_map(|l| l.stopped_early.map(|e| e.saved_requests))
                 .sum();
-            self.ensure_series(&mut keys, &report.target, &report.model, &w.workload);
-            if let Ok(c) = self.requests_saved.get_metric_with_label_values(&[
-                &report.target,
-                &report.model,
-                &w.workload,
-            ]) {
-                c.inc_by(saved);
-            }
+            totals_of(&mut series, &report.target, &report.model, &w.workload).requests_saved +=
+                saved;
         }
     }
 
     /// Removes every running-total series of `target`.
     pub(super) fn forget(&self, target: &str) {
-        let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(models) = keys.remove(target) else {
-            return;
-        };
-        for (model, workloads) in &models {
-            for workload in workloads {
-                let labels = [target, model.as_str(), workload.as_str()];
-                // Errors here only mean the series did not exist.
-                let _ = self.request_ttft.remove_label_values(&labels);
-                let _ = self.request_duration.remove_label_values(&labels);
-                let _ = self.output_tokens.remove_label_values(&labels);
-                let _ = self.prompt_tokens.remove_label_values(&labels);
-                let _ = self.requests_saved.remove_label_values(&labels);
-                for outcome in Outcome::ALL {
-                    let _ = self.requests.remove_label_values(&[
-                        target,
-                        model,
-                        workload,
-                        outcome.as_str(),
-                    ]);
+        let mut series = self.series.lock().unwrap_or_else(PoisonError::into_inner);
+        for by_target in series.values_mut() {
+            by_target.remove(target);
+        }
+        series.retain(|_, by_target| !by_target.is_empty());
+    }
+
+    /// Every running-total family as text, one block per family, in name
+    /// order; none when nothing was measured yet.
+    pub(super) fn text(&self) -> Vec<(&'static str, String)> {
+        // A copy of the numbers, so that requests are not held up while
+        // the text is written (a few hundred KB with a thousand targets).
+        let series: Vec<(Key, Totals)> = {
+            let s = self.series.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut flat = Vec::new();
+            for (m, by_target) in s.iter() {
+                for (t, by_workload) in by_target {
+                    for (w, totals) in by_workload {
+                        flat.push(((m.clone(), t.clone(), w.clone()), totals.clone()));
+                    }
                 }
             }
+            flat
+        };
+        if series.is_empty() {
+            return Vec::new();
         }
+        let label_bytes: usize = series
+            .iter()
+            .map(|((m, t, w), _)| m.len() + t.len() + w.len() + 64)
+            .sum();
+        let mut out: Vec<(&'static str, String)> = vec![
+            counter(&names::OUTPUT_TOKENS, &series, label_bytes, |t| {
+                t.output_tokens
+            }),
+            counter(&names::PROMPT_TOKENS, &series, label_bytes, |t| {
+                t.prompt_tokens
+            }),
+            counter(&names::REQUESTS_SAVED, &series, label_bytes, |t| {
+                t.requests_saved
+            }),
+            histogram(&names::REQUEST_DURATION, &series, label_bytes, |t| {
+                &t.duration
+            }),
+            histogram(&names::REQUEST_TTFT, &series, label_bytes, |t| &t.ttft),
+            requests(&series, label_bytes),
+        ];
+        out.sort_by_key(|(name, _)| *name);
+        out
+    }
+}
+
+/// The totals of (target, model, workload), created at zero when new (once
+/// per sweep: unlike `observe`, it may allocate its keys).
+fn totals_of<'a>(
+    series: &'a mut Series,
+    target: &str,
+    model: &str,
+    workload: &str,
+) -> &'a mut Totals {
+    let by_target = series.entry(model.to_string()).or_default();
+    let by_workload = by_target.entry(target.to_string()).or_default();
+    let i = match by_workload.binary_search_by(|(w, _)| w.as_str().cmp(workload)) {
+        Ok(i) => i,
+        Err(i) => {
+            by_workload.insert(i, (workload.to_string(), Totals::default()));
+            i
+        }
+    };
+    &mut by_workload[i].1
+}
+
+/// The labels of a series of `key`, sorted by name as the prometheus
+/// crate sorts them.
+fn labels(key: &Key) -> [(&'static str, &str); 3] {
+    let (m, t, w) = key;
+    [("model", m), ("target", t), ("workload", w)]
+}
+
+fn counter(
+    spec: &Spec,
+    series: &[(Key, Totals)],
+    label_bytes: usize,
+    value: impl Fn(&Totals) -> u64,
+) -> (&'static str, String) {
+    let mut text = String::with_capacity(label_bytes + 256);
+    family_header(&mut text, spec, "counter");
+    for (key, totals) in series {
+        write_series(&mut text, spec.name, labels(key), value(totals) as f64);
+    }
+    (spec.name, text)
+}
+
+fn histogram(
+    spec: &Spec,
+    series: &[(Key, Totals)],
+    label_bytes: usize,
+    value: impl Fn(&Totals) -> &Histogram,
+) -> (&'static str, String) {
+    let mut text = String::with_capacity((BUCKETS + 3) * (label_bytes + 16) + 256);
+    family_header(&mut text, spec, "histogram");
+    let bucket = format!("{}_bucket", spec.name);
+    let bounds: Vec<String> = names::LATENCY_BUCKETS
+        .iter()
+        .map(|b| b.to_string())
+        .chain(std::iter::once("+Inf".to_string()))
+        .collect();
+    for (key, totals) in series {
+        let h = value(totals);
+        let [m, t, w] = labels(key);
+        let mut cumulative = 0;
+        for (i, bound) in bounds.iter().enumerate() {
+            cumulative += h.buckets.get(i).copied().unwrap_or(h.count - cumulative);
+            let le = [m, t, w, ("le", bound.as_str())];
+            write_series(&mut text, &bucket, le, cumulative as f64);
+        }
+        write_series(&mut text, &format!("{}_sum", spec.name), [m, t, w], h.sum);
+        write_series(
+            &mut text,
+            &format!("{}_count", spec.name),
+            [m, t, w],
+            h.count as f64,
+        );
+    }
+    (spec.name, text)
+}
+
+/// `llmprobe_requests_total`, whose labels sorted by name put the outcome
+/// second: series go by model, then outcome, then target and workload.
+fn requests(series: &[(Key, Totals)], label_bytes: usize) -> (&'static str, String) {
+    let spec = &names::REQUESTS;
+    let mut text = String::with_capacity(Outcome::ALL.len() * (label_bytes + 16) + 256);
+    family_header(&mut text, spec, "counter");
+    let mut outcomes = Outcome::ALL;
+    outcomes.sort_by_key(|o| o.as_str());
+    let mut start = 0;
+    while start < series.len() {
+        let model = &series[start].0 .0;
+        let end = start
+            + series[start..]
+                .iter()
+                .take_while(|((m, _, _), _)| m == model)
+                .count();
+        for outcome in outcomes {
+            for ((m, t, w), totals) in &series[start..end] {
+                let l = [
+                    ("model", m.as_str()),
+                    ("outcome", outcome.as_str()),
+                    ("target", t.as_str()),
+                    ("workload", w.as_str()),
+                ];
+                write_series(
+                    &mut text,
+                    spec.name,
+                    l,
+                    totals.requests[outcome.index()] as f64,
+                );
+            }
+        }
+        start = end;
+    }
+    (spec.name, text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::sample::TokenSource;
+    use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder};
+    use std::time::Duration;
+
+    fn sample(outcome: Outcome, ttft_ms: u64, latency_ms: u64) -> Sample {
+        Sample {
+            outcome,
+            status: Some(200),
+            ttft: Some(Duration::from_millis(ttft_ms)),
+            latency: Some(Duration::from_millis(latency_ms)),
+            inter_token: vec![],
+            output_tokens: latency_ms / 3,
+            token_source: TokenSource::Usage,
+            prompt_tokens: (ttft_ms % 2 == 0).then_some(ttft_ms),
+            cached_prompt_tokens: None,
+            content_chunks: 1,
+            finish_reason_seen: true,
+            error: None,
+            elapsed: Duration::from_millis(latency_ms),
+            connect: None,
+            usage_disagreed: false,
+        }
+    }
+
+    /// The same observations through the prometheus crate's vecs, as these
+    /// totals were kept before, encoded by its encoder.
+    fn through_the_crate(observed: &[(&str, &str, &str, Sample)]) -> String {
+        let r = Registry::new();
+        let hist = |spec: &Spec| {
+            let h = HistogramVec::new(
+                HistogramOpts::new(spec.name, spec.help).buckets(names::LATENCY_BUCKETS.to_vec()),
+                spec.labels,
+            )
+            .unwrap();
+            r.register(Box::new(h.clone())).unwrap();
+            h
+        };
+        let count = |spec: &Spec| {
+            let c = IntCounterVec::new(Opts::new(spec.name, spec.help), spec.labels).unwrap();
+            r.register(Box::new(c.clone())).unwrap();
+            c
+        };
+        let (ttft, duration) = (hist(&names::REQUEST_TTFT), hist(&names::REQUEST_DURATION));
+        let requests = count(&names::REQUESTS);
+        let (output, prompt) = (count(&names::OUTPUT_TOKENS), count(&names::PROMPT_TOKENS));
+        let saved = count(&names::REQUESTS_SAVED);
+        for (t, m, w, s) in observed {
+            let l = [*t, *m, *w];
+            let _ = saved.with_label_values(&l);
+            for o in Outcome::ALL {
+                requests.with_label_values(&[*t, *m, *w, o.as_str()]);
+            }
+            let _ = (ttft.with_label_values(&l), duration.with_label_values(&l));
+            let _ = (output.with_label_values(&l), prompt.with_label_values(&l));
+            requests
+                .with_label_values(&[*t, *m, *w, s.outcome.as_str()])
+                .inc();
+            if s.outcome != Outcome::Ok {
+                continue;
+            }
+            ttft.with_label_values(&l)
+                .observe(s.ttft.unwrap().as_secs_f64());
+            duration
+                .with_label_values(&l)
+                .observe(s.latency.unwrap().as_secs_f64());
+            output.with_label_values(&l).inc_by(s.output_tokens);
+            if let Some(p) = s.prompt_tokens {
+                prompt.with_label_values(&l).inc_by(p);
+            }
+        }
+        TextEncoder::new().encode_to_string(&r.gather()).unwrap()
+    }
+
+    #[test]
+    fn text_is_what_the_prometheus_crate_wrote() {
+        let observed = vec![
+            ("w2", "qwen", "chat", sample(Outcome::Ok, 120, 1500)),
+            ("w1", "qwen", "chat", sample(Outcome::Ok, 10, 250)),
+            ("w1", "qwen", "rag", sample(Outcome::Shed, 0, 0)),
+            ("w1", "llama", "chat", sample(Outcome::Ok, 3, 400_000)),
+            ("w1", "qwen", "chat", sample(Outcome::Timeout, 0, 0)),
+            ("a\"b", "qwen", "chat", sample(Outcome::Ok, 25, 60_000)),
+            ("w2", "qwen", "chat", sample(Outcome::Ok, 51, 2501)),
+        ];
+        let totals = RunningTotals::new();
+        for (t, m, w, s) in &observed {
+            totals.observe(t, m, w, s);
+        }
+        let ours: String = totals.text().into_iter().map(|(_, t)| t).collect();
+        assert_eq!(ours, through_the_crate(&observed));
+    }
+
+    #[test]
+    fn forget_removes_only_that_target() {
+        let totals = RunningTotals::new();
+        totals.observe("w1", "qwen", "chat", &sample(Outcome::Ok, 10, 20));
+        totals.observe("w1", "llama", "chat", &sample(Outcome::Ok, 10, 20));
+        totals.observe("w2", "qwen", "chat", &sample(Outcome::Ok, 10, 20));
+        totals.forget("w1");
+        let text: String = totals.text().into_iter().map(|(_, t)| t).collect();
+        assert!(!text.contains("target=\"w1\""));
+        assert!(!text.contains("model=\"llama\""));
+        assert!(text.contains("target=\"w2\""));
+        totals.forget("w2");
+        assert!(totals.text().is_empty());
     }
 }

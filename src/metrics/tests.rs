@@ -452,7 +452,9 @@ fn results_are_rendered_again_only_after_a_change() {
     m.publish_pair(&pair_report("gw", pct(30, 0.002), Percentiles::default()));
     let second = m.results.text();
     assert!(!Arc::ptr_eq(&first, &second));
-    assert!(second.contains("llmprobe_gateway_overhead_seconds{"));
+    assert!(second
+        .concat()
+        .contains("llmprobe_gateway_overhead_seconds{"));
     m.forget_pair("gw");
     assert!(!m.encode().contains("llmprobe_gateway_overhead_seconds{"));
 }
@@ -960,4 +962,39 @@ fn target_info_says_which_field_carries_the_output_limit() {
         .find(|l| l.starts_with("llmprobe_target_info{"))
         .unwrap();
     assert!(line.contains("max_tokens_field=\"max_tokens\""), "{line}");
+}
+
+/// The cardinality of the exposition: what a fleet's /metrics costs grows
+/// with these numbers (issue 14: 1000 targets x 2 levels is about 105,000
+/// series, of which the sweep results are half).
+#[test]
+fn result_series_per_target_workload_and_level_are_counted() {
+    let m = metrics();
+    m.publish_sweep(&report(
+        "w1",
+        vec![workload("chat", &[1, 2]), workload("rag", &[1, 2, 4])],
+    ));
+    m.publish_sweep(&report("w2", vec![workload("chat", &[1])]));
+    let series = parse(&m.results.text().concat());
+    // Per level: 4 quantities x (3 percentiles + a sample count), the
+    // connect-time sample count (its percentiles only when connections were
+    // opened), throughput, shed and error ratio, achieved concurrency, new
+    // connections, whether it stopped early, requests it saved, whether it
+    // was a refinement probe, and every outcome, zero or not.
+    let per_level = 4 * (3 + 1) + 1 + 3 + 2 + 3 + Outcome::ALL.len();
+    // Per workload: knee, lower bound, throughput, recommendation, saturation.
+    let per_workload = 5;
+    // Per target: success, duration, last completion.
+    let per_target = 3;
+    let levels = 2 + 3 + 1;
+    assert_eq!(
+        series.len(),
+        levels * per_level + 3 * per_workload + 2 * per_target
+    );
+    assert_eq!(per_level, 33);
+    // Forgetting a target takes every one of its series away.
+    m.forget_target("w1");
+    let left = parse(&m.results.text().concat());
+    assert_eq!(left.len(), per_level + per_workload + per_target);
+    assert!(left.iter().all(|(_, l, _)| l["target"] == "w2"));
 }

@@ -89,13 +89,26 @@ impl Client {
     /// A client that never follows redirects: a key must never be sent to
     /// another host.
     pub fn new(connect_timeout: Duration) -> Result<Self, String> {
-        let http = reqwest::Client::builder()
+        Self::with_tls(connect_timeout, None)
+    }
+
+    /// [`Client::new`] with its own TLS configuration (roots, client
+    /// certificate: see [`super::tls`]) instead of the built-in one.
+    pub fn with_tls(
+        connect_timeout: Duration,
+        tls: Option<rustls::ClientConfig>,
+    ) -> Result<Self, String> {
+        let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(connect_timeout)
             .tcp_nodelay(true)
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .connector_layer(TimeConnects)
-            .user_agent(concat!("llmprobe/", env!("CARGO_PKG_VERSION")))
+            .user_agent(concat!("llmprobe/", env!("CARGO_PKG_VERSION")));
+        if let Some(tls) = tls {
+            builder = builder.use_preconfigured_tls(tls);
+        }
+        let http = builder
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
         Ok(Client { http })

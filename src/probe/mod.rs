@@ -1,8 +1,10 @@
 //! Talking to a target: the HTTP client (the only user of reqwest), the
-//! request bodies of a workload, one timed exchange, and what a server tells
+//! clients per TLS setting, the request bodies of a workload, one timed
+//! exchange, and what a server tells
 //! about its own setup.
 
 pub mod body;
 pub mod client;
 pub mod exchange;
 pub mod setup;
+pub mod tls;

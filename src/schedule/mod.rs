@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Schedule, Target, Workload};
 use crate::metrics::{ConfigInfo, Metrics, TargetLimits};
-use crate::probe::client::Client;
+use crate::probe::tls::Clients;
 use crate::stats::report::TargetStatus;
 use crate::stats::sample::Sample;
 use crate::sweep::interleaved::pair_targets;
@@ -62,7 +62,10 @@ struct Running {
 /// Owns every loop: the one loop manager.
 pub struct Scheduler {
     out: Outputs,
-    client: Client,
+    clients: Clients,
+    /// The clients the running loops were started with, until `apply`
+    /// compares them with new ones (see [`Scheduler::set_clients`]).
+    replaced_clients: Option<Clients>,
     schedule: Option<Schedule>,
     env: Option<SweepEnv>,
     running: BTreeMap<LoopKey, Running>,
@@ -117,10 +120,11 @@ fn jobs(config: &Config) -> Vec<(LoopKey, Job)> {
 
 impl Scheduler {
     /// A scheduler with no loops yet.
-    pub fn new(metrics: Arc<Metrics>, client: Client, statuses: Statuses) -> Self {
+    pub fn new(metrics: Arc<Metrics>, clients: Clients, statuses: Statuses) -> Self {
         Scheduler {
             out: Outputs { metrics, statuses },
-            client,
+            clients,
+            replaced_clients: None,
             schedule: None,
             env: None,
             running: BTreeMap::new(),
@@ -136,14 +140,36 @@ impl Scheduler {
         self
     }
 
+    /// The HTTP clients of the current configuration.
+    pub fn clients(&self) -> &Clients {
+        &self.clients
+    }
+
+    /// The HTTP clients of a new configuration, for the loops the next
+    /// [`Scheduler::apply`] starts; a running loop whose target's TLS files
+    /// changed is restarted there.
+    pub fn set_clients(&mut self, clients: Clients) {
+        if let Some(env) = &mut self.env {
+            env.clients = clients.clone();
+        }
+        let old = std::mem::replace(&mut self.clients, clients);
+        self.replaced_clients.get_or_insert(old);
+    }
+
     /// Brings the running loops in line with `config`.
     pub fn apply(&mut self, config: &Config) {
         let schedule_changed = self.schedule.as_ref() != Some(&config.schedule);
+        let old_clients = self.replaced_clients.take();
+        let tls_changed = |job: &Job| {
+            old_clients
+                .as_ref()
+                .is_some_and(|old| job.targets().any(|t| old.changed_for(&self.clients, t)))
+        };
         if schedule_changed {
             // A new global cap needs a new semaphore: restart every loop on it.
             let learned = self.env.as_ref().map(|e| e.learned.clone());
             let mut env = SweepEnv::new(
-                self.client.clone(),
+                self.clients.clone(),
                 config.schedule.max_in_flight_total,
                 self.root.child_token(),
                 Arc::new(MetricsObserver(self.out.metrics.clone())),
@@ -162,8 +188,10 @@ impl Scheduler {
         let mut removed = Vec::new();
         let keys: Vec<LoopKey> = self.running.keys().cloned().collect();
         for key in keys {
-            let keep =
-                !schedule_changed && wanted_job(&key).is_some_and(|j| *j == self.running[&key].job);
+            let running = &self.running[&key].job;
+            let keep = !schedule_changed
+                && wanted_job(&key).is_some_and(|j| j == running)
+                && !tls_changed(running);
             if keep {
                 continue;
             }

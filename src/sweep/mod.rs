@@ -19,7 +19,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{MaxTokensField, Target, Workload};
-use crate::probe::client::Client;
+use crate::probe::tls::Clients;
 use crate::stats::knee;
 use crate::stats::level;
 use crate::stats::report::{
@@ -57,8 +57,8 @@ impl Observer for NoObserver {}
 /// What every sweep shares.
 #[derive(Clone)]
 pub struct SweepEnv {
-    /// The HTTP client (connections pooled across sweeps).
-    pub client: Client,
+    /// The HTTP clients, one per TLS setting (connections pooled across sweeps).
+    pub clients: Clients,
     /// Global cap on requests in flight across all targets.
     pub in_flight: Arc<Semaphore>,
     /// The number of places in that cap (`schedule.max_in_flight_total`).
@@ -74,13 +74,13 @@ pub struct SweepEnv {
 impl SweepEnv {
     /// An environment with a global cap of `in_flight_total` requests.
     pub fn new(
-        client: Client,
+        clients: Clients,
         in_flight_total: u32,
         cancel: CancellationToken,
         observer: Arc<dyn Observer>,
     ) -> Self {
         SweepEnv {
-            client,
+            clients,
             in_flight: Arc::new(Semaphore::new(in_flight_total as usize)),
             in_flight_total,
             cancel,
@@ -146,8 +146,9 @@ pub async fn run(
             }
         })
     };
+    let client = env.clients.for_target(target);
     let setup = tokio::select! {
-        s = crate::probe::setup::discover(&env.client, base_url, target.api_key.as_ref(), &target.model) => s,
+        s = crate::probe::setup::discover(client, base_url, target.api_key.as_ref(), &target.model) => s,
         _ = cancel.cancelled() => Default::default(),
     };
     if setup.model_listed == Some(false) {

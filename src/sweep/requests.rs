@@ -113,7 +113,8 @@ impl Requests {
             output_limit: Some(self.output_limit),
         };
         let sent = Instant::now();
-        let sample = probe::measure(&env.client, &spec, body, cancel).await;
+        let sample =
+            probe::measure(env.clients.for_target(&self.target), &spec, body, cancel).await;
         let freed = Instant::now();
         drop(counted_in_flight);
         if counted {

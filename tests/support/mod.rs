@@ -4,8 +4,9 @@
 //!   `ports` (free loopback ports);
 //! - servers to measure: `server` (an OpenAI-compatible server with
 //!   controlled delays and HTTP-level misbehaviour, and any axum app on a
-//!   loopback port), `raw` (byte-level misbehaviour), `sim` (the built-in
-//!   simulated engine);
+//!   loopback port, over HTTPS too), `raw` (byte-level misbehaviour), `sim`
+//!   (the built-in simulated engine), `tls` (a private CA, server and
+//!   client certificates, server TLS configurations);
 //! - llmprobe itself: `config` (configs written, loaded and rendered),
 //!   `sweep` (one sweep in-process), `daemon` (in-process), `binary` (the
 //!   real binary, one-shot or `run`);
@@ -37,4 +38,5 @@ pub mod raw;
 pub mod server;
 pub mod sim;
 pub mod sweep;
+pub mod tls;
 pub mod wait;

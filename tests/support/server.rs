@@ -84,6 +84,11 @@ impl TestServer {
         self.served.base_url()
     }
 
+    /// `https://ADDR/v1` (a server from [`start_tls`]).
+    pub fn https_base_url(&self) -> String {
+        self.served.https_base_url()
+    }
+
     /// How many chat requests it received so far.
     pub fn requests(&self) -> usize {
         self.seen.requests.load(Ordering::SeqCst)
@@ -213,13 +218,26 @@ fn tokio_stream_from(
 
 /// Starts a test server with `behavior` on 127.0.0.1:0.
 pub async fn start(behavior: Behavior) -> TestServer {
+    let (app, seen) = app(behavior);
+    let served = serve(app).await;
+    TestServer { served, seen }
+}
+
+/// [`start`] over HTTPS with the server configuration `tls` (see
+/// `support::tls`); its URL is [`TestServer::https_base_url`].
+pub async fn start_tls(behavior: Behavior, tls: Arc<rustls::ServerConfig>) -> TestServer {
+    let (app, seen) = app(behavior);
+    let served = serve_tls(app, tls).await;
+    TestServer { served, seen }
+}
+
+fn app(behavior: Behavior) -> (Router, Arc<Seen>) {
     let seen = Arc::new(Seen::default());
     let app = Router::new()
         .route("/v1/chat/completions", post(completions))
         .route("/metrics", axum::routing::get(own_metrics))
         .with_state((behavior, seen.clone()));
-    let served = serve(app).await;
-    TestServer { served, seen }
+    (app, seen)
 }
 
 /// An axum app served on 127.0.0.1:0; stops when dropped.
@@ -233,6 +251,11 @@ impl Served {
     /// `http://ADDR/v1`.
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
+    }
+
+    /// `https://ADDR/v1`.
+    pub fn https_base_url(&self) -> String {
+        format!("https://{}/v1", self.addr)
     }
 }
 
@@ -248,6 +271,23 @@ pub async fn serve(app: Router) -> Served {
     let addr = listener.local_addr().unwrap();
     let stop = CancellationToken::new();
     let token = stop.clone();
+    tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { token.cancelled().await })
+            .await
+            .ok();
+    });
+    Served { addr, stop }
+}
+
+/// [`serve`] over HTTPS (llmprobe's own TLS listener, which drops failed
+/// handshakes, a client without a required certificate's included).
+pub async fn serve_tls(app: Router, tls: Arc<rustls::ServerConfig>) -> Served {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = CancellationToken::new();
+    let token = stop.clone();
+    let listener = llmprobe::http::exposure::TlsListener::new(listener, tls);
     tokio::spawn(async move {
         axum::serve(listener, app)
             .with_graceful_shutdown(async move { token.cancelled().await })

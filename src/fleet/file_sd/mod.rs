@@ -59,15 +59,16 @@ pub fn targets(
                 continue;
             }
             let mut problems = Vec::new();
-            let mut report = |k: &str, m: String| problems.push(format!("{k}: {m}"));
-            let target = config::resolve_target(
-                &tf,
-                &key,
-                &config.defaults,
-                &config.workloads,
+            // The TLS files were checked at load, on the template.
+            let ctx = config::Context {
+                defaults: &config.defaults,
+                workloads: &config.workloads,
+                base_dir: &config.base_dir,
                 env,
-                &mut report,
-            );
+                checks: &config::Checks::NONE,
+            };
+            let mut report = |k: &str, m: String| problems.push(format!("{k}: {m}"));
+            let target = config::resolve_target(&tf, &key, &ctx, &mut report);
             if let Some(t) = &target {
                 config::target::check_levels_within_cap(
                     &tf,
@@ -415,6 +416,8 @@ mod tests {
                 ..Default::default()
             },
             workloads: [("chat".to_string(), workload)].into_iter().collect(),
+            base_dir: dir.clone(),
+            tls: None,
             max_in_flight_total: 64,
         });
         let mut w = Watcher::new(config);
