@@ -79,22 +79,9 @@ impl RunningTotals {
     /// its first occurrence.
     pub(super) fn observe(&self, target: &str, model: &str, workload: &str, sample: &Sample) {
         let mut series = self.series.lock().unwrap_or_else(PoisonError::into_inner);
-        let by_target = match series.get_mut(model) {
-            Some(m) => m,
-            None => series.entry(model.to_string()).or_default(),
+        let Some(totals) = totals_of(&mut series, target, model, workload) else {
+            return;
         };
-        let by_workload = match by_target.get_mut(target) {
-            Some(t) => t,
-            None => by_target.entry(target.to_string()).or_default(),
-        };
-        let i = match by_workload.binary_search_by(|(w, _)| w.as_str().cmp(workload)) {
-            Ok(i) => i,
-            Err(i) => {
-                by_workload.insert(i, (workload.to_string(), Totals::default()));
-                i
-            }
-        };
-        let totals = &mut by_workload[i].1;
         totals.requests[sample.outcome.index()] += 1;
         if sample.outcome != Outcome::Ok {
             return;
@@ -120,8 +107,9 @@ impl RunningTotals {
                 .iter()
                 .filter_map(|l| l.stopped_early.map(|e| e.saved_requests))
                 .sum();
-            totals_of(&mut series, &report.target, &report.model, &w.workload).requests_saved +=
-                saved;
+            if let Some(t) = totals_of(&mut series, &report.target, &report.model, &w.workload) {
+                t.requests_saved += saved;
+            }
         }
     }
 
@@ -179,16 +167,23 @@ impl RunningTotals {
     }
 }
 
-/// The totals of (target, model, workload), created at zero when new (once
-/// per sweep: unlike `observe`, it may allocate its keys).
+/// The totals of (target, model, workload), created at zero when new; found
+/// by borrowed names, so a known series costs no allocation (this runs for
+/// every measured request). None only if an insert just made were missing.
 fn totals_of<'a>(
     series: &'a mut Series,
     target: &str,
     model: &str,
     workload: &str,
-) -> &'a mut Totals {
-    let by_target = series.entry(model.to_string()).or_default();
-    let by_workload = by_target.entry(target.to_string()).or_default();
+) -> Option<&'a mut Totals> {
+    if !series.contains_key(model) {
+        series.insert(model.to_string(), BTreeMap::new());
+    }
+    let by_target = series.get_mut(model)?;
+    if !by_target.contains_key(target) {
+        by_target.insert(target.to_string(), Vec::new());
+    }
+    let by_workload = by_target.get_mut(target)?;
     let i = match by_workload.binary_search_by(|(w, _)| w.as_str().cmp(workload)) {
         Ok(i) => i,
         Err(i) => {
@@ -196,7 +191,7 @@ fn totals_of<'a>(
             i
         }
     };
-    &mut by_workload[i].1
+    by_workload.get_mut(i).map(|(_, t)| t)
 }
 
 /// The labels of a series of `key`, sorted by name as the prometheus
