@@ -113,8 +113,8 @@ fn percentiles_10k(bencher: Bencher) {
 #[divan::bench(sample_count = 20)]
 fn exposition_scrape_100_targets(bencher: Bencher) {
     let metrics = fixtures::big_metrics();
-    metrics.encode_parts();
-    bencher.bench(|| metrics.encode_parts());
+    metrics.exposition().count();
+    bencher.bench(|| metrics.exposition().count());
 }
 
 /// The same right after a sweep finished: the results are rendered again.
@@ -124,6 +124,6 @@ fn exposition_scrape_after_a_sweep(bencher: Bencher) {
     let report = fixtures::report(0);
     bencher.bench(|| {
         metrics.publish_sweep(&report);
-        metrics.encode_parts()
+        metrics.exposition().count()
     });
 }

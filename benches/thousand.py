@@ -92,7 +92,7 @@ def engines():
           "shedding.log")
     ports["shedding"] = [port]
     port = free_port()
-    start([BIN, "simulate", "--profile", "tiny", "--step-base", "3s", "--listen", f"127.0.0.1:{port}"],
+    start([BIN, "simulate", "--profile", "stub", "--step-base", "3s", "--listen", f"127.0.0.1:{port}"],
           "timeout.log")
     ports["timeout"] = [port]
     port = free_port()
@@ -154,7 +154,7 @@ file_sd:
   refresh_interval: 10s
 target_template:
   name_label: name
-  model: sim
+  model: sim-stub
   labels: [kind]
 """
 

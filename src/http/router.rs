@@ -78,11 +78,7 @@ pub fn router(state: AppState) -> Router {
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {
-    let parts = state
-        .metrics
-        .encode_parts()
-        .into_iter()
-        .map(Ok::<_, Infallible>);
+    let parts = state.metrics.exposition().map(Ok::<_, Infallible>);
     (
         [(header::CONTENT_TYPE, TEXT_CONTENT_TYPE)],
         Body::from_stream(futures_util::stream::iter(parts)),

@@ -11,6 +11,7 @@
 //! - [`FleetMetrics`] (`fleet`): target discovery and sharding.
 
 mod daemon;
+mod exposition;
 mod fleet;
 pub mod names;
 mod results;
@@ -19,11 +20,9 @@ mod running;
 mod tests;
 
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{PoisonError, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
 use prometheus::proto::MetricFamily;
 use prometheus::{IntCounterVec, Opts, Registry, TextEncoder};
 
@@ -31,6 +30,8 @@ use crate::config::Target;
 use crate::stats::report::{PairReport, Setup, SweepReport};
 use crate::stats::sample::Sample;
 use daemon::DaemonState;
+pub use exposition::Exposition;
+use exposition::{Gathered, Source};
 use names::Spec;
 use results::Results;
 use running::RunningTotals;
@@ -49,10 +50,7 @@ pub struct Metrics {
     registry: Registry,
     running: RunningTotals,
     daemon: DaemonState,
-    results: Arc<Results>,
-    /// Size of the last encoding of the registry's families, to allocate
-    /// the next one at once rather than by doubling.
-    live_len: AtomicUsize,
+    results: Results,
 }
 
 impl fmt::Debug for Metrics {
@@ -110,8 +108,7 @@ impl Metrics {
             registry: registry.clone(),
             running,
             daemon,
-            results: Arc::new(Results::default()),
-            live_len: AtomicUsize::new(0),
+            results: Results::default(),
         })
     }
 
@@ -209,45 +206,25 @@ impl Metrics {
 
     /// Every metric in the text exposition format 0.0.4 ([`TEXT_CONTENT_TYPE`]).
     pub fn encode(&self) -> String {
-        let live = self.encode_live();
-        let results = self.results.text();
-        let mut out = String::with_capacity(live.len() + results.len());
-        out.push_str(&live);
-        // Distinct family names, so each family stays in one block.
-        results.blocks().for_each(|b| out.push_str(b));
-        out
+        self.exposition().into_string()
     }
 
-    /// [`encode`](Self::encode) in pieces for a response body: the live
-    /// metrics, then one piece per result family, shared with every scrape
-    /// until the results change instead of copied (megabytes with a
-    /// hundred targets).
-    pub fn encode_parts(&self) -> Vec<Bytes> {
-        let live = self.encode_live();
-        let results = self.results.text();
-        let mut parts = Vec::with_capacity(1 + results.count());
-        parts.push(Bytes::from(live));
-        parts.extend((0..results.count()).map(|i| results.block_bytes(i)));
-        parts
-    }
-
-    /// The families that change with every request (running totals) and
-    /// the registry's (daemon, fleet, process), merged in name order as the
-    /// registry alone wrote them before the running totals left it.
-    fn encode_live(&self) -> String {
-        let mut running = self.running.text().into_iter().peekable();
-        let families = self.registry.gather();
-        let last = self.live_len.load(Ordering::Relaxed);
-        let mut live = String::with_capacity(last + last / 16 + 1024);
-        for family in &families {
-            while let Some((_, text)) = running.next_if(|(name, _)| *name < family.name()) {
-                live.push_str(&text);
+    /// [`encode`](Self::encode) in chunks for a response body, written as
+    /// the body is sent: the registry's families (daemon, fleet, process)
+    /// merged in name order with the running totals, as the registry alone
+    /// wrote them before the running totals left it, then the results.
+    pub fn exposition(&self) -> Exposition {
+        let mut running = self.running.sources().into_iter().peekable();
+        let mut sources: Vec<Box<dyn Source>> = Vec::new();
+        for family in self.registry.gather() {
+            while let Some((_, s)) = running.next_if(|(name, _)| *name < family.name()) {
+                sources.push(Box::new(s));
             }
-            encode_into(std::slice::from_ref(family), &mut live);
+            sources.push(Box::new(Gathered(Some(family))));
         }
-        running.for_each(|(_, text)| live.push_str(&text));
-        self.live_len.store(live.len(), Ordering::Relaxed);
-        live
+        sources.extend(running.map(|(_, s)| Box::new(s) as Box<dyn Source>));
+        sources.push(Box::new(self.results.source()));
+        Exposition::new(sources)
     }
 }
 

@@ -1,21 +1,21 @@
 //! The results of the latest completed sweep of each target and the latest
-//! measurement of each gateway pair, held as whole reports and rendered to
-//! text when they change; every scrape until the next change reuses that
-//! text (with 100 targets x 3 workloads x 8 levels rendering takes about
-//! 30 ms, and results change only when a sweep ends). Replacing a report is one pointer swap under a
-//! lock, so a scrape never mixes two sweeps, and a level or workload missing
-//! from the new report simply stops being exported (no stale series to
-//! delete).
+//! measurement of each gateway pair, held as whole reports and written as
+//! text when they change, one piece per target (or pair): a sweep's end
+//! renders only its target's piece (tens of microseconds), and a scrape
+//! lends every piece to the response as it is (see [`super::exposition`]).
+//! Replacing a piece is one pointer swap under a lock, so a scrape never
+//! mixes two sweeps, and a level or workload missing from the new report
+//! simply stops being exported (no stale series to delete).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, RwLock};
 
 use std::fmt::Write;
 
 use prometheus::core::Desc;
 
 use crate::config::Target;
+use crate::metrics::exposition::Source;
 use crate::metrics::names::{self, quantity, Spec};
 use crate::metrics::{read, write};
 use crate::stats::report::{LevelRole, PairReport, Percentiles, Setup, SweepReport};
@@ -36,18 +36,40 @@ struct TargetSweeps {
     duration_seconds: f64,
 }
 
-/// Results exported as a whole at scrape time; see the module comment.
+/// What is exported about one target, and its text.
+#[derive(Debug, Default)]
+struct TargetState {
+    /// None until its first sweep ends.
+    sweeps: Option<TargetSweeps>,
+    /// Label pairs of its info series (target label excluded); None until
+    /// its server was described.
+    info: Option<Vec<(String, String)>>,
+    /// The text of all of the above, written when it changed.
+    piece: Arc<Piece>,
+}
+
+impl TargetState {
+    /// Writes the piece again from the state.
+    fn render(&mut self, target: &str) {
+        let mut out = PieceWriter::default();
+        if let Some(sweeps) = &self.sweeps {
+            write_sweeps(&mut out, target, sweeps);
+        }
+        if let Some(info) = &self.info {
+            let labels = std::iter::once((TARGET_LABEL, target))
+                .chain(info.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+            out.add_pairs(&names::TARGET_INFO, labels, 1.0);
+        }
+        self.piece = Arc::new(out.finish());
+    }
+}
+
+/// Results exported at scrape time; see the module comment.
 #[derive(Debug, Default)]
 pub(super) struct Results {
-    sweeps: RwLock<BTreeMap<String, TargetSweeps>>,
-    /// target -> label pairs of its info series (target label excluded).
-    target_info: RwLock<BTreeMap<String, Vec<(String, String)>>>,
-    /// pair -> overhead percentiles by quantity (in exposition order).
-    gateway: RwLock<BTreeMap<String, [(&'static str, Percentiles); 2]>>,
-    /// Bumped after every change: a rendering is reused while it is current.
-    generation: AtomicU64,
-    /// The latest rendering and the generation it shows.
-    rendered: Mutex<Option<(u64, Arc<Rendered>)>>,
+    targets: RwLock<BTreeMap<String, TargetState>>,
+    /// pair -> the text of its overhead percentiles.
+    pairs: RwLock<BTreeMap<String, Arc<Piece>>>,
 }
 
 /// Checks the names and label names of every result family, as registering
@@ -89,16 +111,15 @@ pub(super) fn target_info(
 impl Results {
     /// Takes in a finished sweep; see [`Metrics::publish_sweep`](super::Metrics::publish_sweep).
     pub(super) fn publish_sweep(&self, report: &SweepReport) {
-        {
-            let mut sweeps = write(&self.sweeps);
-            let entry = sweeps.entry(report.target.clone()).or_default();
-            entry.success = report.success;
-            entry.duration_seconds = report.duration_seconds;
-            if report.success {
-                entry.last_good = Some(Arc::new(report.clone()));
-            }
+        let mut targets = write(&self.targets);
+        let state = targets.entry(report.target.clone()).or_default();
+        let sweeps = state.sweeps.get_or_insert_with(TargetSweeps::default);
+        sweeps.success = report.success;
+        sweeps.duration_seconds = report.duration_seconds;
+        if report.success {
+            sweeps.last_good = Some(Arc::new(report.clone()));
         }
-        self.changed();
+        state.render(&report.target);
     }
 
     /// Replaces the info series of `target`; see [`Metrics::set_target_info`](super::Metrics::set_target_info).
@@ -116,219 +137,199 @@ impl Results {
             .map(|name| (name.to_string(), extra.remove(*name).unwrap_or_default()))
             .collect();
         pairs.extend(extra);
-        write(&self.target_info).insert(target.to_string(), pairs);
-        self.changed();
+        let mut targets = write(&self.targets);
+        let state = targets.entry(target.to_string()).or_default();
+        state.info = Some(pairs);
+        state.render(target);
     }
 
     /// Replaces the overhead of the report's pair.
     pub(super) fn publish_pair(&self, report: &PairReport) {
-        write(&self.gateway).insert(
-            report.pair.clone(),
-            [
-                (quantity::LATENCY, report.latency_overhead_seconds),
-                (quantity::TTFT, report.ttft_overhead_seconds),
-            ],
-        );
-        self.changed();
+        let mut out = PieceWriter::default();
+        let quantities = [
+            (quantity::LATENCY, &report.latency_overhead_seconds),
+            (quantity::TTFT, &report.ttft_overhead_seconds),
+        ];
+        let pair = report.pair.as_str();
+        for (quantity, p) in quantities {
+            for (percentile, value) in names::percentiles(p) {
+                if let Some(v) = value {
+                    out.add(&names::GATEWAY_OVERHEAD, &[pair, quantity, percentile], v);
+                }
+            }
+            out.add(&names::GATEWAY_SAMPLES, &[pair, quantity], p.count as f64);
+        }
+        write(&self.pairs).insert(report.pair.clone(), Arc::new(out.finish()));
     }
 
     /// Removes the results and info of `target`.
     pub(super) fn forget_target(&self, target: &str) {
-        write(&self.sweeps).remove(target);
-        write(&self.target_info).remove(target);
-        self.changed();
+        write(&self.targets).remove(target);
     }
 
     /// Removes the overhead of `pair`.
     pub(super) fn forget_pair(&self, pair: &str) {
-        write(&self.gateway).remove(pair);
-        self.changed();
+        write(&self.pairs).remove(pair);
     }
 
-    /// Marks the rendering stale; call after every change.
-    fn changed(&self) {
-        self.generation.fetch_add(1, Ordering::AcqRel);
+    /// Every result family, from the pieces as they are now (targets in
+    /// name order, then pairs).
+    pub(super) fn source(&self) -> ResultsSource {
+        let mut pieces: Vec<Arc<Piece>> = read(&self.targets)
+            .values()
+            .map(|s| Arc::clone(&s.piece))
+            .collect();
+        pieces.extend(read(&self.pairs).values().cloned());
+        ResultsSource::new(pieces)
     }
 
-    /// The text of every result family, rendered again only after a change.
-    pub(super) fn text(&self) -> Arc<Rendered> {
-        // Held while rendering, so concurrent scrapes render once.
-        let mut rendered = self.rendered.lock().unwrap_or_else(PoisonError::into_inner);
-        // Read before rendering: a change made meanwhile leaves it stale.
-        let generation = self.generation.load(Ordering::Acquire);
-        if let Some((g, text)) = rendered.as_ref() {
-            if *g == generation {
-                return Arc::clone(text);
-            }
-        }
-        let mut families = Families::new(rendered.as_ref().map(|(_, r)| r.as_ref()));
-        self.collect_sweeps(&mut families);
-        self.collect_info(&mut families);
-        self.collect_gateway(&mut families);
-        let text = Arc::new(families.into_rendered());
-        *rendered = Some((generation, Arc::clone(&text)));
-        text
+    /// The piece of `target`, if it has one.
+    #[cfg(test)]
+    pub(super) fn piece(&self, target: &str) -> Option<Arc<Piece>> {
+        read(&self.targets)
+            .get(target)
+            .map(|s| Arc::clone(&s.piece))
     }
 
-    /// Builds the sweep and capacity families of every target.
-    fn collect_sweeps(&self, out: &mut Families) {
-        let sweeps = read(&self.sweeps);
-        for (target, state) in sweeps.iter() {
-            let t = target.as_str();
-            out.add(
-                &names::SWEEP_SUCCESS,
-                &[t],
-                if state.success { 1.0 } else { 0.0 },
-            );
-            out.add(&names::SWEEP_DURATION, &[t], state.duration_seconds);
-            let Some(report) = &state.last_good else {
-                continue;
-            };
-            out.add(
-                &names::SWEEP_LAST_COMPLETION,
-                &[t],
-                report.finished_at_unix_seconds,
-            );
-            let m = report.model.as_str();
-            for wl in &report.workloads {
-                let w = wl.workload.as_str();
-                for level in &wl.levels {
-                    let concurrency = level.concurrency.to_string();
-                    let c = concurrency.as_str();
-                    let quantities: [(&Spec, &str, &Percentiles); 5] = [
-                        (&names::SWEEP_TTFT, quantity::TTFT, &level.ttft_seconds),
-                        (
-                            &names::SWEEP_LATENCY,
-                            quantity::LATENCY,
-                            &level.latency_seconds,
-                        ),
-                        (
-                            &names::SWEEP_ITL,
-                            quantity::INTER_TOKEN_LATENCY,
-                            &level.inter_token_latency_seconds,
-                        ),
-                        (
-                            &names::SWEEP_GENERATION,
-                            quantity::GENERATION_SPEED,
-                            &level.generation_tokens_per_second,
-                        ),
-                        (
-                            &names::SWEEP_CONNECT,
-                            quantity::CONNECT,
-                            &level.connect_seconds,
-                        ),
-                    ];
-                    for (spec, quantity, p) in quantities {
-                        for (percentile, value) in names::percentiles(p) {
-                            if let Some(v) = value {
-                                out.add(spec, &[t, m, w, c, percentile], v);
-                            }
-                        }
-                        out.add(
-                            &names::SWEEP_SAMPLES,
-                            &[t, m, w, c, quantity],
-                            p.count as f64,
-                        );
-                    }
-                    // A level stopped early completed too few requests for
-                    // its throughput to mean anything: left out, as a
-                    // percentile without samples is.
-                    if level.stopped_early.is_none() {
-                        out.add(
-                            &names::SWEEP_THROUGHPUT,
-                            &[t, m, w, c],
-                            level.throughput_tokens_per_second,
-                        );
-                    }
-                    out.add(
-                        &names::SWEEP_ACHIEVED,
-                        &[t, m, w, c],
-                        level.achieved_concurrency,
-                    );
-                    out.add(
-                        &names::SWEEP_NEW_CONNECTIONS,
-                        &[t, m, w, c],
-                        level.new_connections as f64,
-                    );
-                    out.add(&names::SWEEP_SHED, &[t, m, w, c], level.shed_ratio);
-                    out.add(&names::SWEEP_ERROR, &[t, m, w, c], level.error_ratio);
-                    for outcome in Outcome::ALL {
-                        let n = level.count(outcome);
-                        out.add(
-                            &names::SWEEP_REQUESTS,
-                            &[t, m, w, c, outcome.as_str()],
-                            n as f64,
-                        );
-                    }
-                    let early = level.stopped_early;
-                    out.add(
-                        &names::SWEEP_STOPPED_EARLY,
-                        &[t, m, w, c],
-                        if early.is_some() { 1.0 } else { 0.0 },
-                    );
-                    out.add(
-                        &names::SWEEP_REQUESTS_SAVED,
-                        &[t, m, w, c],
-                        early.map_or(0.0, |e| e.saved_requests as f64),
-                    );
-                    out.add(
-                        &names::SWEEP_REFINEMENT,
-                        &[t, m, w, c],
-                        if level.role == LevelRole::Refinement {
-                            1.0
-                        } else {
-                            0.0
-                        },
-                    );
-                }
-                let cap = &wl.capacity;
-                out.add(
-                    &names::CAPACITY_KNEE,
-                    &[t, m, w],
-                    f64::from(cap.knee_concurrency),
-                );
-                out.add(
-                    &names::CAPACITY_KNEE_LOWER_BOUND,
-                    &[t, m, w],
-                    if cap.knee_is_lower_bound { 1.0 } else { 0.0 },
-                );
-                out.add(
-                    &names::CAPACITY_THROUGHPUT,
-                    &[t, m, w],
-                    cap.throughput_tokens_per_second,
-                );
-                out.add(
-                    &names::RECOMMENDED,
-                    &[t, m, w],
-                    f64::from(cap.recommended_max_in_flight),
-                );
-                if let Some(s) = cap.saturation_concurrency {
-                    out.add(&names::CAPACITY_SATURATION, &[t, m, w], f64::from(s));
-                }
-            }
-        }
+    /// Every result family in one string.
+    #[cfg(test)]
+    pub(super) fn text(&self) -> String {
+        super::exposition::Exposition::new(vec![Box::new(self.source())]).into_string()
     }
+}
 
-    /// Builds `llmprobe_target_info`.
-    fn collect_info(&self, out: &mut Families) {
-        for (target, pairs) in read(&self.target_info).iter() {
-            let labels = std::iter::once((TARGET_LABEL, target.as_str()))
-                .chain(pairs.iter().map(|(n, v)| (n.as_str(), v.as_str())));
-            out.add_pairs(&names::TARGET_INFO, labels, 1.0);
-        }
-    }
-
-    /// Builds the gateway overhead families.
-    fn collect_gateway(&self, out: &mut Families) {
-        for (pair, quantities) in read(&self.gateway).iter() {
-            for (quantity, p) in quantities {
+/// Writes the sweep and capacity families of `target`.
+fn write_sweeps(out: &mut PieceWriter, target: &str, state: &TargetSweeps) {
+    let t = target;
+    out.add(
+        &names::SWEEP_SUCCESS,
+        &[t],
+        if state.success { 1.0 } else { 0.0 },
+    );
+    out.add(&names::SWEEP_DURATION, &[t], state.duration_seconds);
+    let Some(report) = &state.last_good else {
+        return;
+    };
+    out.add(
+        &names::SWEEP_LAST_COMPLETION,
+        &[t],
+        report.finished_at_unix_seconds,
+    );
+    let m = report.model.as_str();
+    for wl in &report.workloads {
+        let w = wl.workload.as_str();
+        for level in &wl.levels {
+            let concurrency = level.concurrency.to_string();
+            let c = concurrency.as_str();
+            let quantities: [(&Spec, &str, &Percentiles); 5] = [
+                (&names::SWEEP_TTFT, quantity::TTFT, &level.ttft_seconds),
+                (
+                    &names::SWEEP_LATENCY,
+                    quantity::LATENCY,
+                    &level.latency_seconds,
+                ),
+                (
+                    &names::SWEEP_ITL,
+                    quantity::INTER_TOKEN_LATENCY,
+                    &level.inter_token_latency_seconds,
+                ),
+                (
+                    &names::SWEEP_GENERATION,
+                    quantity::GENERATION_SPEED,
+                    &level.generation_tokens_per_second,
+                ),
+                (
+                    &names::SWEEP_CONNECT,
+                    quantity::CONNECT,
+                    &level.connect_seconds,
+                ),
+            ];
+            for (spec, quantity, p) in quantities {
                 for (percentile, value) in names::percentiles(p) {
                     if let Some(v) = value {
-                        out.add(&names::GATEWAY_OVERHEAD, &[pair, quantity, percentile], v);
+                        out.add(spec, &[t, m, w, c, percentile], v);
                     }
                 }
-                out.add(&names::GATEWAY_SAMPLES, &[pair, quantity], p.count as f64);
+                out.add(
+                    &names::SWEEP_SAMPLES,
+                    &[t, m, w, c, quantity],
+                    p.count as f64,
+                );
             }
+            // A level stopped early completed too few requests for
+            // its throughput to mean anything: left out, as a
+            // percentile without samples is.
+            if level.stopped_early.is_none() {
+                out.add(
+                    &names::SWEEP_THROUGHPUT,
+                    &[t, m, w, c],
+                    level.throughput_tokens_per_second,
+                );
+            }
+            out.add(
+                &names::SWEEP_ACHIEVED,
+                &[t, m, w, c],
+                level.achieved_concurrency,
+            );
+            out.add(
+                &names::SWEEP_NEW_CONNECTIONS,
+                &[t, m, w, c],
+                level.new_connections as f64,
+            );
+            out.add(&names::SWEEP_SHED, &[t, m, w, c], level.shed_ratio);
+            out.add(&names::SWEEP_ERROR, &[t, m, w, c], level.error_ratio);
+            for outcome in Outcome::ALL {
+                let n = level.count(outcome);
+                out.add(
+                    &names::SWEEP_REQUESTS,
+                    &[t, m, w, c, outcome.as_str()],
+                    n as f64,
+                );
+            }
+            let early = level.stopped_early;
+            out.add(
+                &names::SWEEP_STOPPED_EARLY,
+                &[t, m, w, c],
+                if early.is_some() { 1.0 } else { 0.0 },
+            );
+            out.add(
+                &names::SWEEP_REQUESTS_SAVED,
+                &[t, m, w, c],
+                early.map_or(0.0, |e| e.saved_requests as f64),
+            );
+            out.add(
+                &names::SWEEP_REFINEMENT,
+                &[t, m, w, c],
+                if level.role == LevelRole::Refinement {
+                    1.0
+                } else {
+                    0.0
+                },
+            );
+        }
+        let cap = &wl.capacity;
+        out.add(
+            &names::CAPACITY_KNEE,
+            &[t, m, w],
+            f64::from(cap.knee_concurrency),
+        );
+        out.add(
+            &names::CAPACITY_KNEE_LOWER_BOUND,
+            &[t, m, w],
+            if cap.knee_is_lower_bound { 1.0 } else { 0.0 },
+        );
+        out.add(
+            &names::CAPACITY_THROUGHPUT,
+            &[t, m, w],
+            cap.throughput_tokens_per_second,
+        );
+        out.add(
+            &names::RECOMMENDED,
+            &[t, m, w],
+            f64::from(cap.recommended_max_in_flight),
+        );
+        if let Some(s) = cap.saturation_concurrency {
+            out.add(&names::CAPACITY_SATURATION, &[t, m, w], f64::from(s));
         }
     }
 }
@@ -354,98 +355,49 @@ pub(super) fn sanitize_label_name(name: &str) -> Option<String> {
     Some(s)
 }
 
-/// One rendering of every result family: a block of text per family (its
-/// `# HELP` and `# TYPE` lines, then its series), in name order. Kept as
-/// blocks so that a response body can lend each one instead of copying
-/// them into one string (megabytes with a thousand targets).
+/// Number of result families.
+const FAMILIES: usize = names::RESULT_FAMILIES.len();
+
+/// The series of one target (or pair) in every result family, as text:
+/// the lines of family `i` of [`names::RESULT_FAMILIES`] are
+/// `text[offsets[i]..offsets[i + 1]]`, without the family's header.
 #[derive(Debug, Default)]
-pub(super) struct Rendered {
-    families: Vec<(&'static str, String)>,
+pub(super) struct Piece {
+    text: String,
+    offsets: [u32; FAMILIES + 1],
 }
 
-impl Rendered {
-    /// The blocks, in exposition order.
-    pub(super) fn blocks(&self) -> impl Iterator<Item = &str> {
-        self.families.iter().map(|(_, text)| text.as_str())
-    }
-
-    /// Total size in bytes.
-    pub(super) fn len(&self) -> usize {
-        self.families.iter().map(|(_, t)| t.len()).sum()
-    }
-
-    /// Every block in one string.
-    #[cfg(test)]
-    pub(super) fn concat(&self) -> String {
-        self.blocks().collect()
-    }
-
-    /// Block `i` lent to a response body (empty when there is none).
-    pub(super) fn block_bytes(self: &Arc<Self>, i: usize) -> bytes::Bytes {
-        bytes::Bytes::from_owner(Block(Arc::clone(self), i))
-    }
-
-    /// Number of blocks.
-    pub(super) fn count(&self) -> usize {
-        self.families.len()
+impl Piece {
+    /// The lines of family `i`; empty when it has none.
+    fn family(&self, i: usize) -> &str {
+        let (Some(&start), Some(&end)) = (self.offsets.get(i), self.offsets.get(i + 1)) else {
+            return "";
+        };
+        self.text.get(start as usize..end as usize).unwrap_or("")
     }
 }
 
-/// Block `.1` of a rendering, as bytes.
-struct Block(Arc<Rendered>, usize);
-
-impl AsRef<[u8]> for Block {
-    fn as_ref(&self) -> &[u8] {
-        self.0
-            .families
-            .get(self.1)
-            .map_or(&[][..], |(_, t)| t.as_bytes())
-    }
+/// A piece being written: the lines of each family apart, joined at the end.
+#[derive(Default)]
+struct PieceWriter {
+    families: [String; FAMILIES],
 }
 
-/// Families being written as text during one rendering, keyed by name so
-/// that each family stays one block; only families with at least one
-/// series get one. Written directly as text (format 0.0.4, as the
-/// prometheus crate's encoder writes it): building its protobuf tree first
-/// took more memory than the text itself and most of the rendering time.
-struct Families<'a> {
-    blocks: BTreeMap<&'static str, String>,
-    /// The previous rendering, whose block sizes size the new ones.
-    previous: Option<&'a Rendered>,
-}
-
-impl<'a> Families<'a> {
-    fn new(previous: Option<&'a Rendered>) -> Self {
-        Families {
-            blocks: BTreeMap::new(),
-            previous,
-        }
-    }
-
-    /// The block of `spec`, started with its header when new.
-    fn block(&mut self, spec: &Spec) -> &mut String {
-        let previous = self.previous;
-        self.blocks.entry(spec.name).or_insert_with(|| {
-            // Room for what the family held last time and a little more,
-            // so that a block is allocated once rather than doubled.
-            let last = previous
-                .and_then(|r| r.families.iter().find(|(n, _)| *n == spec.name))
-                .map_or(0, |(_, t)| t.len());
-            let mut text = String::with_capacity(last + last / 16 + 256);
-            family_header(&mut text, spec, "gauge");
-            text
-        })
+impl PieceWriter {
+    /// The lines of `spec`'s family.
+    fn lines(&mut self, spec: &Spec) -> Option<&mut String> {
+        let i = names::RESULT_FAMILIES
+            .iter()
+            .position(|f| f.name == spec.name)?;
+        self.families.get_mut(i)
     }
 
     /// Adds a gauge series whose label values follow `spec.labels`.
     fn add(&mut self, spec: &Spec, values: &[&str], value: f64) {
-        let out = self.block(spec);
-        write_series(
-            out,
-            spec.name,
-            spec.labels.iter().copied().zip(values.iter().copied()),
-            value,
-        );
+        if let Some(out) = self.lines(spec) {
+            let labels = spec.labels.iter().copied().zip(values.iter().copied());
+            write_series(out, spec.name, labels, value);
+        }
     }
 
     /// Adds a gauge series with explicit label pairs.
@@ -455,14 +407,72 @@ impl<'a> Families<'a> {
         labels: impl IntoIterator<Item = (&'l str, &'l str)>,
         value: f64,
     ) {
-        let out = self.block(spec);
-        write_series(out, spec.name, labels, value);
+        if let Some(out) = self.lines(spec) {
+            write_series(out, spec.name, labels, value);
+        }
     }
 
-    fn into_rendered(self) -> Rendered {
-        Rendered {
-            families: self.blocks.into_iter().collect(),
+    fn finish(self) -> Piece {
+        let mut text = String::with_capacity(self.families.iter().map(String::len).sum());
+        let mut offsets = [0u32; FAMILIES + 1];
+        for (i, lines) in self.families.iter().enumerate() {
+            text.push_str(lines);
+            // A piece is a few KB; saturate rather than wrap on the absurd.
+            offsets[i + 1] = u32::try_from(text.len()).unwrap_or(u32::MAX);
         }
+        Piece { text, offsets }
+    }
+}
+
+/// The result families of one scrape, written from the pieces it holds:
+/// family by family in name order, each with its header when it has at
+/// least one series, then the lines of every piece.
+pub(super) struct ResultsSource {
+    pieces: Vec<Arc<Piece>>,
+    /// Indices into [`names::RESULT_FAMILIES`], by name.
+    order: Vec<usize>,
+    /// Position in `order` of the family being written.
+    family: usize,
+    /// The next piece to write lines of.
+    piece: usize,
+    header_written: bool,
+}
+
+impl ResultsSource {
+    fn new(pieces: Vec<Arc<Piece>>) -> Self {
+        let mut order: Vec<usize> = (0..FAMILIES).collect();
+        order.sort_by_key(|&i| names::RESULT_FAMILIES[i].name);
+        ResultsSource {
+            pieces,
+            order,
+            family: 0,
+            piece: 0,
+            header_written: false,
+        }
+    }
+}
+
+impl Source for ResultsSource {
+    fn write_next(&mut self, out: &mut String) -> bool {
+        while let Some(&f) = self.order.get(self.family) {
+            while let Some(piece) = self.pieces.get(self.piece) {
+                self.piece += 1;
+                let lines = piece.family(f);
+                if lines.is_empty() {
+                    continue;
+                }
+                if !self.header_written {
+                    family_header(out, names::RESULT_FAMILIES[f], "gauge");
+                    self.header_written = true;
+                }
+                out.push_str(lines);
+                return true;
+            }
+            self.family += 1;
+            self.piece = 0;
+            self.header_written = false;
+        }
+        false
     }
 }
 
@@ -525,6 +535,13 @@ mod tests {
     use super::*;
     use prometheus::proto::{self, LabelPair, MetricFamily, MetricType};
 
+    /// The result families of `pieces`, as a scrape writes them.
+    fn text_of(pieces: Vec<PieceWriter>) -> String {
+        let pieces = pieces.into_iter().map(|p| Arc::new(p.finish())).collect();
+        let source = ResultsSource::new(pieces);
+        crate::metrics::exposition::Exposition::new(vec![Box::new(source)]).into_string()
+    }
+
     /// The same series through the prometheus crate's protobuf and encoder.
     fn through_the_crate(spec: &Spec, series: &[(Vec<(&str, &str)>, f64)]) -> String {
         let mut mf = MetricFamily::default();
@@ -571,17 +588,12 @@ mod tests {
             (vec![("target", "nan"), ("workload", "x")], f64::NAN),
             (vec![("target", "neg"), ("workload", "x")], -0.0),
         ];
-        let mut families = Families::new(None);
+        let mut text = String::new();
+        family_header(&mut text, &spec, "gauge");
         for (labels, value) in &series {
-            let values: Vec<&str> = labels.iter().map(|(_, v)| *v).collect();
-            families.add(&spec, &values, *value);
+            write_series(&mut text, spec.name, labels.iter().copied(), *value);
         }
-        let rendered = families.into_rendered();
-        assert_eq!(rendered.count(), 1);
-        assert_eq!(
-            rendered.blocks().collect::<String>(),
-            through_the_crate(&spec, &series)
-        );
+        assert_eq!(text, through_the_crate(&spec, &series));
     }
 
     #[test]
@@ -591,33 +603,31 @@ mod tests {
             help: "Plain.",
             labels: &[],
         };
-        let mut families = Families::new(None);
-        families.add(&spec, &[], 2.0);
-        let text: String = families.into_rendered().blocks().collect();
+        let mut text = String::new();
+        family_header(&mut text, &spec, "gauge");
+        write_series(&mut text, spec.name, [], 2.0);
         assert_eq!(text, through_the_crate(&spec, &[(vec![], 2.0)]));
         assert!(text.ends_with("\nllmprobe_test_plain 2\n"), "{text}");
     }
 
     #[test]
-    fn blocks_are_sized_from_the_previous_rendering() {
-        let spec = Spec {
-            name: "llmprobe_test_sized",
-            help: "Sized.",
-            labels: &["target"],
-        };
-        let names: Vec<String> = (0..500).map(|i| format!("t{i:05}")).collect();
-        let render = |previous: Option<&Rendered>| {
-            let mut families = Families::new(previous);
-            for n in &names {
-                families.add(&spec, &[n], 1.0);
-            }
-            families.into_rendered()
-        };
-        let first = render(None);
-        let second = render(Some(&first));
-        let (len, cap) = (second.families[0].1.len(), second.families[0].1.capacity());
-        assert_eq!(len, first.len());
-        // Allocated once with a little room, not doubled.
-        assert!(cap >= len && cap <= len + len / 16 + 256, "{len} in {cap}");
+    fn families_go_in_name_order_with_the_lines_of_every_piece() {
+        let mut a = PieceWriter::default();
+        a.add(&names::SWEEP_SUCCESS, &["a"], 1.0);
+        a.add(&names::CAPACITY_KNEE, &["a", "m", "w"], 4.0);
+        let mut b = PieceWriter::default();
+        b.add(&names::SWEEP_SUCCESS, &["b"], 0.0);
+        let text = text_of(vec![a, PieceWriter::default(), b]);
+        let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(
+            lines,
+            [
+                "llmprobe_capacity_knee_concurrency{target=\"a\",model=\"m\",workload=\"w\"} 4",
+                "llmprobe_sweep_success{target=\"a\"} 1",
+                "llmprobe_sweep_success{target=\"b\"} 0",
+            ]
+        );
+        // One header per family with series, none for the others.
+        assert_eq!(text.matches("# TYPE").count(), 2);
     }
 }

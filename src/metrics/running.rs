@@ -10,8 +10,9 @@
 //! series by label values), as that crate's encoder wrote it.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::metrics::exposition::Source;
 use crate::metrics::names::{self, Spec};
 use crate::metrics::results::{family_header, write_series};
 use crate::stats::report::SweepReport;
@@ -122,9 +123,9 @@ impl RunningTotals {
         series.retain(|_, by_target| !by_target.is_empty());
     }
 
-    /// Every running-total family as text, one block per family, in name
-    /// order; none when nothing was measured yet.
-    pub(super) fn text(&self) -> Vec<(&'static str, String)> {
+    /// Every running-total family as a source of text, in name order;
+    /// none when nothing was measured yet.
+    pub(super) fn sources(&self) -> Vec<(&'static str, RunningSource)> {
         // A copy of the numbers, so that requests are not held up while
         // the text is written (a few hundred KB with a thousand targets).
         let series: Vec<(Key, Totals)> = {
@@ -142,28 +143,119 @@ impl RunningTotals {
         if series.is_empty() {
             return Vec::new();
         }
-        let label_bytes: usize = series
-            .iter()
-            .map(|((m, t, w), _)| m.len() + t.len() + w.len() + 64)
-            .sum();
-        let mut out: Vec<(&'static str, String)> = vec![
-            counter(&names::OUTPUT_TOKENS, &series, label_bytes, |t| {
-                t.output_tokens
-            }),
-            counter(&names::PROMPT_TOKENS, &series, label_bytes, |t| {
-                t.prompt_tokens
-            }),
-            counter(&names::REQUESTS_SAVED, &series, label_bytes, |t| {
-                t.requests_saved
-            }),
-            histogram(&names::REQUEST_DURATION, &series, label_bytes, |t| {
-                &t.duration
-            }),
-            histogram(&names::REQUEST_TTFT, &series, label_bytes, |t| &t.ttft),
-            requests(&series, label_bytes),
-        ];
+        let series = Arc::new(series);
+        let mut out: Vec<(&'static str, RunningSource)> = [
+            (&names::OUTPUT_TOKENS, Kind::Counter(|t| t.output_tokens)),
+            (&names::PROMPT_TOKENS, Kind::Counter(|t| t.prompt_tokens)),
+            (&names::REQUESTS_SAVED, Kind::Counter(|t| t.requests_saved)),
+            (&names::REQUEST_DURATION, Kind::Histogram(|t| &t.duration)),
+            (&names::REQUEST_TTFT, Kind::Histogram(|t| &t.ttft)),
+            (&names::REQUESTS, Kind::Requests(requests_order(&series))),
+        ]
+        .into_iter()
+        .map(|(spec, kind)| (spec.name, RunningSource::new(spec, kind, &series)))
+        .collect();
         out.sort_by_key(|(name, _)| *name);
         out
+    }
+
+    /// Every running-total family in one string.
+    #[cfg(test)]
+    fn text(&self) -> String {
+        let sources = self.sources().into_iter().map(|(_, s)| {
+            let s: Box<dyn Source> = Box::new(s);
+            s
+        });
+        super::exposition::Exposition::new(sources.collect()).into_string()
+    }
+}
+
+/// How a running-total family is written.
+enum Kind {
+    /// One counter series per (model, target, workload).
+    Counter(fn(&Totals) -> u64),
+    /// One histogram per (model, target, workload).
+    Histogram(fn(&Totals) -> &Histogram),
+    /// `llmprobe_requests_total`: (series index, outcome) in writing order.
+    Requests(Vec<(usize, Outcome)>),
+}
+
+/// One running-total family of one scrape, written a series at a time
+/// from a copy of the numbers shared by the scrape's families.
+pub(super) struct RunningSource {
+    spec: &'static Spec,
+    kind: Kind,
+    series: Arc<Vec<(Key, Totals)>>,
+    /// The next series (or, for requests, position in its order) to write.
+    next: usize,
+    header_written: bool,
+    /// Set for histograms.
+    histogram: Option<HistogramNames>,
+}
+
+impl RunningSource {
+    fn new(spec: &'static Spec, kind: Kind, series: &Arc<Vec<(Key, Totals)>>) -> Self {
+        let histogram = match kind {
+            Kind::Histogram(_) => Some(HistogramNames::new(spec.name)),
+            _ => None,
+        };
+        RunningSource {
+            spec,
+            kind,
+            series: Arc::clone(series),
+            next: 0,
+            header_written: false,
+            histogram,
+        }
+    }
+}
+
+impl Source for RunningSource {
+    fn write_next(&mut self, out: &mut String) -> bool {
+        let spec = self.spec;
+        if !self.header_written {
+            let kind = match self.kind {
+                Kind::Histogram(_) => "histogram",
+                _ => "counter",
+            };
+            family_header(out, spec, kind);
+            self.header_written = true;
+            return true;
+        }
+        let i = self.next;
+        self.next += 1;
+        match &self.kind {
+            Kind::Counter(value) => {
+                let Some((key, totals)) = self.series.get(i) else {
+                    return false;
+                };
+                write_series(out, spec.name, labels(key), value(totals) as f64);
+            }
+            Kind::Histogram(value) => {
+                let (Some((key, totals)), Some(names)) = (self.series.get(i), &self.histogram)
+                else {
+                    return false;
+                };
+                names.write(out, key, value(totals));
+            }
+            Kind::Requests(order) => {
+                let Some(&(s, outcome)) = order.get(i) else {
+                    return false;
+                };
+                let Some(((m, t, w), totals)) = self.series.get(s) else {
+                    return false;
+                };
+                let l = [
+                    ("model", m.as_str()),
+                    ("outcome", outcome.as_str()),
+                    ("target", t.as_str()),
+                    ("workload", w.as_str()),
+                ];
+                let n = totals.requests[outcome.index()] as f64;
+                write_series(out, spec.name, l, n);
+            }
+        }
+        true
     }
 }
 
@@ -201,62 +293,50 @@ fn labels(key: &Key) -> [(&'static str, &str); 3] {
     [("model", m), ("target", t), ("workload", w)]
 }
 
-fn counter(
-    spec: &Spec,
-    series: &[(Key, Totals)],
-    label_bytes: usize,
-    value: impl Fn(&Totals) -> u64,
-) -> (&'static str, String) {
-    let mut text = String::with_capacity(label_bytes + 256);
-    family_header(&mut text, spec, "counter");
-    for (key, totals) in series {
-        write_series(&mut text, spec.name, labels(key), value(totals) as f64);
-    }
-    (spec.name, text)
+/// Names and `le` values of a histogram family's lines.
+struct HistogramNames {
+    bucket: String,
+    sum: String,
+    count: String,
+    /// `le` label values of the buckets, +Inf last.
+    bounds: Vec<String>,
 }
 
-fn histogram(
-    spec: &Spec,
-    series: &[(Key, Totals)],
-    label_bytes: usize,
-    value: impl Fn(&Totals) -> &Histogram,
-) -> (&'static str, String) {
-    let mut text = String::with_capacity((BUCKETS + 3) * (label_bytes + 16) + 256);
-    family_header(&mut text, spec, "histogram");
-    let bucket = format!("{}_bucket", spec.name);
-    let bounds: Vec<String> = names::LATENCY_BUCKETS
-        .iter()
-        .map(|b| b.to_string())
-        .chain(std::iter::once("+Inf".to_string()))
-        .collect();
-    for (key, totals) in series {
-        let h = value(totals);
+impl HistogramNames {
+    fn new(name: &str) -> Self {
+        HistogramNames {
+            bucket: format!("{name}_bucket"),
+            sum: format!("{name}_sum"),
+            count: format!("{name}_count"),
+            bounds: names::LATENCY_BUCKETS
+                .iter()
+                .map(|b| b.to_string())
+                .chain(std::iter::once("+Inf".to_string()))
+                .collect(),
+        }
+    }
+
+    /// Appends the bucket, sum and count lines of one histogram.
+    fn write(&self, out: &mut String, key: &Key, h: &Histogram) {
         let [m, t, w] = labels(key);
         let mut cumulative = 0;
-        for (i, bound) in bounds.iter().enumerate() {
+        for (i, bound) in self.bounds.iter().enumerate() {
             cumulative += h.buckets.get(i).copied().unwrap_or(h.count - cumulative);
             let le = [m, t, w, ("le", bound.as_str())];
-            write_series(&mut text, &bucket, le, cumulative as f64);
+            write_series(out, &self.bucket, le, cumulative as f64);
         }
-        write_series(&mut text, &format!("{}_sum", spec.name), [m, t, w], h.sum);
-        write_series(
-            &mut text,
-            &format!("{}_count", spec.name),
-            [m, t, w],
-            h.count as f64,
-        );
+        write_series(out, &self.sum, [m, t, w], h.sum);
+        write_series(out, &self.count, [m, t, w], h.count as f64);
     }
-    (spec.name, text)
 }
 
-/// `llmprobe_requests_total`, whose labels sorted by name put the outcome
-/// second: series go by model, then outcome, then target and workload.
-fn requests(series: &[(Key, Totals)], label_bytes: usize) -> (&'static str, String) {
-    let spec = &names::REQUESTS;
-    let mut text = String::with_capacity(Outcome::ALL.len() * (label_bytes + 16) + 256);
-    family_header(&mut text, spec, "counter");
+/// The writing order of `llmprobe_requests_total`, whose labels sorted by
+/// name put the outcome second: series go by model, then outcome, then
+/// target and workload.
+fn requests_order(series: &[(Key, Totals)]) -> Vec<(usize, Outcome)> {
     let mut outcomes = Outcome::ALL;
     outcomes.sort_by_key(|o| o.as_str());
+    let mut order = Vec::with_capacity(series.len() * outcomes.len());
     let mut start = 0;
     while start < series.len() {
         let model = &series[start].0 .0;
@@ -266,24 +346,11 @@ fn requests(series: &[(Key, Totals)], label_bytes: usize) -> (&'static str, Stri
                 .take_while(|((m, _, _), _)| m == model)
                 .count();
         for outcome in outcomes {
-            for ((m, t, w), totals) in &series[start..end] {
-                let l = [
-                    ("model", m.as_str()),
-                    ("outcome", outcome.as_str()),
-                    ("target", t.as_str()),
-                    ("workload", w.as_str()),
-                ];
-                write_series(
-                    &mut text,
-                    spec.name,
-                    l,
-                    totals.requests[outcome.index()] as f64,
-                );
-            }
+            order.extend((start..end).map(|i| (i, outcome)));
         }
         start = end;
     }
-    (spec.name, text)
+    order
 }
 
 #[cfg(test)]
@@ -377,7 +444,7 @@ mod tests {
         for (t, m, w, s) in &observed {
             totals.observe(t, m, w, s);
         }
-        let ours: String = totals.text().into_iter().map(|(_, t)| t).collect();
+        let ours: String = totals.text();
         assert_eq!(ours, through_the_crate(&observed));
     }
 
@@ -388,7 +455,7 @@ mod tests {
         totals.observe("w1", "llama", "chat", &sample(Outcome::Ok, 10, 20));
         totals.observe("w2", "qwen", "chat", &sample(Outcome::Ok, 10, 20));
         totals.forget("w1");
-        let text: String = totals.text().into_iter().map(|(_, t)| t).collect();
+        let text: String = totals.text();
         assert!(!text.contains("target=\"w1\""));
         assert!(!text.contains("model=\"llama\""));
         assert!(text.contains("target=\"w2\""));

@@ -444,17 +444,22 @@ fn a_new_report_replaces_the_old_one_as_a_whole() {
 }
 
 #[test]
-fn results_are_rendered_again_only_after_a_change() {
+fn a_target_is_rendered_again_only_after_a_change_of_its_own() {
     let m = metrics();
     m.publish_sweep(&report("w1", vec![workload("chat", &[1, 2])]));
-    let first = m.results.text();
-    assert!(Arc::ptr_eq(&first, &m.results.text()), "nothing changed");
+    let first = m.results.piece("w1").expect("w1 rendered");
+    let text = m.results.text();
+    assert_eq!(text, m.results.text(), "a scrape changes nothing");
+    m.publish_sweep(&report("w2", vec![workload("chat", &[1])]));
     m.publish_pair(&pair_report("gw", pct(30, 0.002), Percentiles::default()));
-    let second = m.results.text();
-    assert!(!Arc::ptr_eq(&first, &second));
-    assert!(second
-        .concat()
-        .contains("llmprobe_gateway_overhead_seconds{"));
+    let still = m.results.piece("w1").expect("w1 kept");
+    assert!(Arc::ptr_eq(&first, &still), "w1 did not change");
+    let both = m.results.text();
+    assert!(both.contains("llmprobe_gateway_overhead_seconds{"));
+    assert_eq!(count(&both, "llmprobe_sweep_success", &[]), 2);
+    m.publish_sweep(&report("w1", vec![workload("chat", &[1, 2])]));
+    let again = m.results.piece("w1").expect("w1 rendered again");
+    assert!(!Arc::ptr_eq(&first, &again));
     m.forget_pair("gw");
     assert!(!m.encode().contains("llmprobe_gateway_overhead_seconds{"));
 }
@@ -975,7 +980,7 @@ fn result_series_per_target_workload_and_level_are_counted() {
         vec![workload("chat", &[1, 2]), workload("rag", &[1, 2, 4])],
     ));
     m.publish_sweep(&report("w2", vec![workload("chat", &[1])]));
-    let series = parse(&m.results.text().concat());
+    let series = parse(&m.results.text());
     // Per level: 4 quantities x (3 percentiles + a sample count), the
     // connect-time sample count (its percentiles only when connections were
     // opened), throughput, shed and error ratio, achieved concurrency, new
@@ -994,7 +999,7 @@ fn result_series_per_target_workload_and_level_are_counted() {
     assert_eq!(per_level, 33);
     // Forgetting a target takes every one of its series away.
     m.forget_target("w1");
-    let left = parse(&m.results.text().concat());
+    let left = parse(&m.results.text());
     assert_eq!(left.len(), per_level + per_workload + per_target);
     assert!(left.iter().all(|(_, l, _)| l["target"] == "w2"));
 }
