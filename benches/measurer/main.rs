@@ -12,10 +12,12 @@
 //!
 //! Servers run in child processes (this binary in `serve-truth` mode, or
 //! `llmprobe simulate`), so that the client's CPU, read from the OS for this
-//! whole process, is the client's alone. The client is llmprobe's own
-//! `probe::measure` on llmprobe's `Client`, driven closed-loop as a sweep's
-//! level does.
+//! whole process, is the client's alone. The accuracy benchmark's client is
+//! a sweep (`sweep::run`, see [`accuracy`]); the others drive llmprobe's own
+//! `probe::measure` on llmprobe's `Client` in a closed loop of their own
+//! ([`level`]), which keeps a level's concurrency as a sweep's does.
 
+mod accuracy;
 mod os;
 mod truth;
 
@@ -86,7 +88,7 @@ fn main() {
     runtime.block_on(async {
         let client = Client::new(Duration::from_secs(10)).expect("client");
         if wants("accuracy") {
-            accuracy(&client, scale).await;
+            accuracy::accuracy(scale).await;
         }
         if wants("cost") {
             cost(&client, scale).await;
@@ -324,7 +326,6 @@ struct Level {
     server_cpu: Duration,
     /// Content chunks of successful requests.
     chunks: u64,
-    failed: usize,
     load: f64,
     /// The truth server's records of the measured requests (not the warm-up).
     truth: Option<truth::Report>,
@@ -419,7 +420,6 @@ async fn level(
         cpu,
         server_cpu,
         chunks,
-        failed,
         load,
         truth,
     }
@@ -490,43 +490,6 @@ fn check(ok: bool) -> &'static str {
     } else {
         "**no**"
     }
-}
-
-/// Benchmark 1: TTFT and inter-token latency against the server's truth.
-async fn accuracy(client: &Client, scale: usize) {
-    let (ttft, gap, tokens) = (Duration::from_millis(20), Duration::from_millis(10), 16);
-    println!("## 1. Timing accuracy: llmprobe vs the server's own clock\n");
-    println!(
-        "Truth server: first content chunk {} ms after the request, then one every {} ms, {tokens} content chunks; one warm-up round per level. Errors are |llmprobe - server| in ms; the server's zero is the kernel's receive timestamp of the request's last byte; its read delay (arrival to read, its own queueing) is shown apart.\n",
-        ttft.as_millis(),
-        gap.as_millis()
-    );
-    println!("| concurrency | requests | TTFT error p50 | TTFT error p99 | ITL error p50 | ITL error p99 | server TTFT p50 | server jitter (p99-p50) | server read delay p50 / p99 | connections opened | target met | unpaired | load |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
-    let server = Server::truth(Pace::Paced { ttft, gap });
-    for c in [1usize, 16, 64, 256, 512] {
-        let n = (100.max(4 * c)) / scale;
-        let l = level(client, &server, c, n, tokens, &format!("acc{c}")).await;
-        let truth = l.truth.as_ref().expect("truth server");
-        let mut e = compare(&l.samples, &truth.requests);
-        let (t50, t99) = p50_p99(&mut e.ttft);
-        let (i50, i99) = p50_p99(&mut e.itl);
-        let (s50, s99) = p50_p99(&mut e.server_ttft);
-        let jitter = s99 - s50;
-        let (r50, r99) = p50_p99(&mut e.read_delay);
-        // Literal reading of the target: above 64, p99 within the server's
-        // own jitter, even when that jitter is under 1.5 ms.
-        let met = t50 <= 0.3 && if c <= 64 { t99 <= 1.5 } else { t99 <= jitter };
-        println!(
-            "| {c} | {} | {t50:.3} | {t99:.3} | {i50:.3} | {i99:.3} | {s50:.3} | {jitter:.3} | {r50:.3} / {r99:.3} | {} | {} | {} | {:.2} |",
-            l.samples.len(),
-            truth.connections,
-            check(met),
-            e.unpaired + l.failed,
-            l.load
-        );
-    }
-    println!();
 }
 
 /// Benchmark 2: client CPU per streamed chunk in three chunk regimes.

@@ -10,19 +10,29 @@
 //! hidden from the truth) and when each content chunk's write returned (on
 //! loopback the bytes are then already in the client's receive queue).
 //! `GET /truth` returns and forgets those records, keyed by the request's
-//! `user` field, which the client sets to a unique id: that is how the
-//! client's samples are paired with the server's truth. It also tells how
-//! many connections were opened since the last call: a client that opens
-//! more than it keeps requests in flight lost its pooled connections.
+//! `user` field where the client set one to a unique id. A request without
+//! one (a sweep's own bodies carry none) is keyed `#N`, N being the serial
+//! number the server gives every request it answers, which it also reports
+//! as the answer's `usage.prompt_tokens`: a sweep keeps that field in each
+//! sample, so a sample names the server's record of the request it measured.
+//! Each record also says on which connection the request came (connections
+//! are numbered as accepted), whether it was the connection's first, and
+//! when it arrived on the monotonic clock, which the client process reads
+//! too. The report tells how many connections were accepted since the last
+//! call, and when: a client that opens more than it keeps requests in flight
+//! lost its pooled connections.
 
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::{TcpListener, TcpStream};
+
+use crate::os;
 
 /// How content chunks are spaced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,12 +58,28 @@ pub struct Truth {
     /// Whether the request came on a connection opened for it.
     #[serde(default)]
     pub fresh_connection: bool,
+    /// The connection it came on, numbered from 1 as accepted.
+    #[serde(default)]
+    pub connection: u64,
+    /// When it reached the socket, on the monotonic clock (`os::monotonic_ns`).
+    #[serde(default)]
+    pub arrived_ns: u64,
 }
 
 impl Truth {
     /// Request read to first content chunk written.
     pub fn ttft(&self) -> Option<Duration> {
         self.writes_ns.first().map(|&n| Duration::from_nanos(n))
+    }
+
+    /// Request read to last content chunk written.
+    pub fn latency(&self) -> Option<Duration> {
+        self.writes_ns.last().map(|&n| Duration::from_nanos(n))
+    }
+
+    /// When its last content chunk was written, on the monotonic clock.
+    pub fn ended_ns(&self) -> u64 {
+        self.arrived_ns + self.writes_ns.last().copied().unwrap_or(0)
     }
 
     /// Gaps between consecutive content chunk writes.
@@ -69,28 +95,53 @@ impl Truth {
 pub struct Report {
     /// Connections accepted since the previous report.
     pub connections: u64,
+    /// When each of them was accepted, on the monotonic clock.
+    #[serde(default)]
+    pub accepted_ns: Vec<u64>,
     /// Truth per request id.
     pub requests: HashMap<String, Truth>,
 }
 
-type Records = Arc<Mutex<Report>>;
+/// What every connection shares.
+struct Shared {
+    /// The records not yet handed over.
+    report: Mutex<Report>,
+    /// Serial number of the last request answered.
+    requests: AtomicU64,
+}
+
+type Records = Arc<Shared>;
 
 /// Serves until killed; prints `listening ADDR` on stdout once bound.
 pub async fn serve(pace: Pace) -> std::io::Result<()> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     println!("listening {}", listener.local_addr()?);
-    let records: Records = Arc::default();
+    let records: Records = Arc::new(Shared {
+        report: Mutex::default(),
+        requests: AtomicU64::new(0),
+    });
+    let mut accepted = 0u64;
     loop {
         let (sock, _) = listener.accept().await?;
-        records.lock().unwrap().connections += 1;
+        accepted += 1;
+        {
+            let mut report = records.report.lock().unwrap();
+            report.connections += 1;
+            report.accepted_ns.push(os::monotonic_ns());
+        }
         let records = records.clone();
         tokio::spawn(async move {
-            let _ = connection(sock, pace, records).await;
+            let _ = connection(sock, accepted, pace, records).await;
         });
     }
 }
 
-async fn connection(mut sock: TcpStream, pace: Pace, records: Records) -> std::io::Result<()> {
+async fn connection(
+    mut sock: TcpStream,
+    number: u64,
+    pace: Pace,
+    records: Records,
+) -> std::io::Result<()> {
     sock.set_nodelay(true)?;
     set_timestamps(sock.as_raw_fd())?;
     let mut buf: Vec<u8> = Vec::with_capacity(8192);
@@ -126,7 +177,7 @@ async fn connection(mut sock: TcpStream, pace: Pace, records: Records) -> std::i
         buf.drain(..head_end + length);
         let path = head.split_whitespace().nth(1).unwrap_or("");
         if head.starts_with("GET") && path == "/truth" {
-            let all = std::mem::take(&mut *records.lock().unwrap());
+            let all = std::mem::take(&mut *records.report.lock().unwrap());
             let json = serde_json::to_vec(&all).unwrap_or_default();
             let mut out = format!(
                 "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
@@ -136,10 +187,13 @@ async fn connection(mut sock: TcpStream, pace: Pace, records: Records) -> std::i
             out.extend_from_slice(&json);
             sock.write_all(&out).await?;
         } else if head.starts_with("POST") && path.ends_with("/chat/completions") {
-            let (id, mut truth) = stream(&mut sock, &body, pace, received).await?;
+            let serial = records.requests.fetch_add(1, Ordering::Relaxed) + 1;
+            let (id, mut truth) = stream(&mut sock, &body, pace, received, serial).await?;
             truth.read_delay_ns = (read - received).as_nanos() as u64;
             truth.fresh_connection = std::mem::take(&mut fresh);
-            records.lock().unwrap().requests.insert(id, truth);
+            truth.connection = number;
+            truth.arrived_ns = os::monotonic_ns() - received.elapsed().as_nanos() as u64;
+            records.report.lock().unwrap().requests.insert(id, truth);
         } else {
             sock.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
                 .await?;
@@ -147,15 +201,20 @@ async fn connection(mut sock: TcpStream, pace: Pace, records: Records) -> std::i
     }
 }
 
-/// Streams one chat completion and returns the request id and its truth.
+/// Streams one chat completion, request number `serial` (reported as its
+/// `usage.prompt_tokens`), and returns the request's id and its truth.
 async fn stream(
     sock: &mut TcpStream,
     body: &[u8],
     pace: Pace,
     received: Instant,
+    serial: u64,
 ) -> std::io::Result<(String, Truth)> {
     let request: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
-    let id = request["user"].as_str().unwrap_or("anonymous").to_string();
+    let id = match request["user"].as_str() {
+        Some(user) => user.to_string(),
+        None => serial_key(serial),
+    };
     let tokens = request["max_completion_tokens"]
         .as_u64()
         .or_else(|| request["max_tokens"].as_u64())
@@ -180,8 +239,7 @@ async fn stream(
 
     let mut truth = Truth {
         writes_ns: Vec::with_capacity(tokens as usize),
-        read_delay_ns: 0,
-        fresh_connection: false,
+        ..Truth::default()
     };
     for i in 0..tokens {
         match pace {
@@ -208,12 +266,17 @@ async fn stream(
     if usage {
         frame(
             &mut out,
-            &format!("{head}],\"usage\":{{\"prompt_tokens\":8,\"completion_tokens\":{tokens},\"total_tokens\":{}}}}}", tokens + 8),
+            &format!("{head}],\"usage\":{{\"prompt_tokens\":{serial},\"completion_tokens\":{tokens},\"total_tokens\":{}}}}}", tokens + serial),
         );
     }
     out.extend_from_slice(b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n");
     sock.write_all(&out).await?;
     Ok((id, truth))
+}
+
+/// The key of the record of request number `serial` sent without a `user`.
+pub fn serial_key(serial: u64) -> String {
+    format!("#{serial}")
 }
 
 /// Appends one SSE event as one HTTP chunk.
