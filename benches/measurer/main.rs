@@ -849,7 +849,7 @@ targets:
         fixtures::LEVELS.len(),
         check(s50 < 10.0)
     );
-    println!("| of which `Metrics::encode_parts` (what /metrics calls) p50 | {e50:.2} ms | | | {load:.2} |");
+    println!("| of which `Metrics::exposition` written out (what /metrics sends) p50 | {e50:.2} ms | | | {load:.2} |");
     println!(
         "| size of that scrape | {:.2} MB, {series} series | | | |\n",
         size as f64 / 1048576.0
