@@ -22,6 +22,7 @@ pub mod terminal;
 pub mod build_info;
 pub mod cli;
 pub mod manual;
+pub mod memory;
 pub mod signals;
 
 use std::io::IsTerminal;
@@ -140,6 +141,7 @@ pub async fn run(
     tracing::info!(targets = current.targets.len(), config = %path.display(), "llmprobe started");
 
     let mut watchdog = tokio::time::interval(watchdog_period());
+    let mut trim = tokio::time::interval(memory::TRIM_EVERY);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -154,6 +156,7 @@ pub async fn run(
                     scheduler.apply(&fleet.view(&current));
                 }
             }
+            _ = trim.tick() => memory::trim(),
             _ = watchdog.tick() => {
                 // A target loop that died would otherwise stop measuring in
                 // silence: withholding the ping lets systemd restart us.

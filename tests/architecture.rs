@@ -26,7 +26,15 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("report_html", &["config", "stats", "terminal"]),
 ];
 
-const APP: &[&str] = &["lib", "main", "cli", "signals", "manual", "build_info"];
+const APP: &[&str] = &[
+    "lib",
+    "main",
+    "cli",
+    "signals",
+    "manual",
+    "build_info",
+    "memory",
+];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in fs::read_dir(dir).unwrap().flatten() {

@@ -24,36 +24,40 @@ use crate::stats::sample::Outcome;
 /// The first label of `llmprobe_target_info`, never taken from a target's labels.
 const TARGET_LABEL: &str = names::TARGET_INFO_LABELS[0];
 
-/// What is exported about the sweeps of one target.
-#[derive(Debug, Default)]
-struct TargetSweeps {
-    /// The latest report with `success`; its results stay exported while
-    /// later sweeps fail.
-    last_good: Option<Arc<SweepReport>>,
-    /// Whether the latest sweep, good or not, succeeded.
+/// The latest sweep of a target, good or not.
+#[derive(Debug, Clone, Copy)]
+struct LatestSweep {
     success: bool,
-    /// Wall time of the latest sweep, good or not.
+    /// Its wall time.
     duration_seconds: f64,
 }
 
-/// What is exported about one target, and its text.
+/// What is exported about one target, and its text in two pieces: what
+/// the latest successful report says (kept as text only: the report is
+/// not held), and what changes without one (the latest sweep's success
+/// and duration, the info series). The two hold different families.
 #[derive(Debug, Default)]
 struct TargetState {
     /// None until its first sweep ends.
-    sweeps: Option<TargetSweeps>,
+    latest: Option<LatestSweep>,
     /// Label pairs of its info series (target label excluded); None until
     /// its server was described.
     info: Option<Vec<(String, String)>>,
-    /// The text of all of the above, written when it changed.
+    /// `latest` and `info` as text.
     piece: Arc<Piece>,
+    /// The results of the latest successful sweep as text; they stay
+    /// exported while later sweeps fail.
+    good: Option<Arc<Piece>>,
 }
 
 impl TargetState {
-    /// Writes the piece again from the state.
+    /// Writes the piece of `latest` and `info` again.
     fn render(&mut self, target: &str) {
         let mut out = PieceWriter::default();
-        if let Some(sweeps) = &self.sweeps {
-            write_sweeps(&mut out, target, sweeps);
+        if let Some(latest) = self.latest {
+            let success = if latest.success { 1.0 } else { 0.0 };
+            out.add(&names::SWEEP_SUCCESS, &[target], success);
+            out.add(&names::SWEEP_DURATION, &[target], latest.duration_seconds);
         }
         if let Some(info) = &self.info {
             let labels = std::iter::once((TARGET_LABEL, target))
@@ -113,11 +117,14 @@ impl Results {
     pub(super) fn publish_sweep(&self, report: &SweepReport) {
         let mut targets = write(&self.targets);
         let state = targets.entry(report.target.clone()).or_default();
-        let sweeps = state.sweeps.get_or_insert_with(TargetSweeps::default);
-        sweeps.success = report.success;
-        sweeps.duration_seconds = report.duration_seconds;
+        state.latest = Some(LatestSweep {
+            success: report.success,
+            duration_seconds: report.duration_seconds,
+        });
         if report.success {
-            sweeps.last_good = Some(Arc::new(report.clone()));
+            let mut out = PieceWriter::default();
+            write_results(&mut out, report);
+            state.good = Some(Arc::new(out.finish()));
         }
         state.render(&report.target);
     }
@@ -175,10 +182,11 @@ impl Results {
     /// Every result family, from the pieces as they are now (targets in
     /// name order, then pairs).
     pub(super) fn source(&self) -> ResultsSource {
-        let mut pieces: Vec<Arc<Piece>> = read(&self.targets)
-            .values()
-            .map(|s| Arc::clone(&s.piece))
-            .collect();
+        let mut pieces: Vec<Arc<Piece>> = Vec::new();
+        for state in read(&self.targets).values() {
+            pieces.push(Arc::clone(&state.piece));
+            pieces.extend(state.good.clone());
+        }
         pieces.extend(read(&self.pairs).values().cloned());
         ResultsSource::new(pieces)
     }
@@ -198,18 +206,10 @@ impl Results {
     }
 }
 
-/// Writes the sweep and capacity families of `target`.
-fn write_sweeps(out: &mut PieceWriter, target: &str, state: &TargetSweeps) {
-    let t = target;
-    out.add(
-        &names::SWEEP_SUCCESS,
-        &[t],
-        if state.success { 1.0 } else { 0.0 },
-    );
-    out.add(&names::SWEEP_DURATION, &[t], state.duration_seconds);
-    let Some(report) = &state.last_good else {
-        return;
-    };
+/// Writes the results of a successful sweep: its completion time, levels
+/// and capacity.
+fn write_results(out: &mut PieceWriter, report: &SweepReport) {
+    let t = report.target.as_str();
     out.add(
         &names::SWEEP_LAST_COMPLETION,
         &[t],
