@@ -12,8 +12,9 @@ pub struct Cli {
     /// What to do (default: run the daemon).
     #[command(subcommand)]
     pub command: Option<Command>,
-    /// Configuration file (`report` reads one only when this is given).
-    #[arg(long, global = true)]
+    /// Configuration file (`report` reads one only when this is given);
+    /// default config/llmprobe.yaml.
+    #[arg(long, global = true, env = "LLMPROBE_CONFIG")]
     pub config: Option<PathBuf>,
     /// Log format.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]

@@ -388,19 +388,29 @@ fn image_holds_the_static_binary_its_user_config_and_port() {
         config["Labels"]["org.opencontainers.image.revision"], revision,
         "{config:#}"
     );
-    let explained = run_ok(
-        "check-config on the image's config",
-        &mut chroot(
-            &rootfs,
-            "65532:65532",
-            &[
-                "/usr/bin/llmprobe",
-                "check-config",
-                "--config",
-                "/etc/llmprobe/llmprobe.yaml",
-            ],
-        ),
+    // The image's environment names its config, so that check-config run
+    // in the container needs no --config; run here with that environment.
+    let env: Vec<String> = config["Env"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    let config_env = "LLMPROBE_CONFIG=/etc/llmprobe/llmprobe.yaml";
+    assert!(env.iter().any(|e| e == config_env), "{config:#}");
+    let mut check = chroot(
+        &rootfs,
+        "65532:65532",
+        &["/usr/bin/llmprobe", "check-config"],
     );
+    for (k, v) in env.iter().filter_map(|e| e.split_once('=')) {
+        if k != "PATH" {
+            check.env(k, v);
+        }
+    }
+    let explained = run_ok("check-config on the image's config", &mut check);
     assert!(
         explained.contains("listen: 0.0.0.0:9775"),
         "the image's config should listen on every interface:\n{explained}"
