@@ -649,9 +649,8 @@ fn tested_commands() -> Vec<String> {
         format!("podman load -i target/packages/llmprobe-{VERSION}.oci.tar"),
         format!("podman run -d --name llmprobe -p 9775:9775 localhost/llmprobe:{VERSION}"),
         curl.into(),
-        format!(
-            "podman run --rm localhost/llmprobe:{VERSION} sweep --config /etc/llmprobe/llmprobe.yaml"
-        ),
+        // No --config: the image's environment names its file.
+        format!("podman run --rm localhost/llmprobe:{VERSION} sweep"),
     ]
 }
 
@@ -1026,7 +1025,7 @@ fn install_doc_commands_run() {
         .expect("podman run --rm IMAGE ARGS")
         .split_whitespace()
         .collect();
-    assert_eq!(args, ["sweep", "--config", "/etc/llmprobe/llmprobe.yaml"]);
+    assert_eq!(args, ["sweep"]);
     let table = run_ok("sweep in the image", &mut container(&args));
     assert!(table.contains("simulated"), "{table}");
     assert_eq!(ran, commands.len(), "commands of the page not run");
