@@ -121,14 +121,17 @@ def write_file_sd(ids, ports):
         port = ports[kind][i % len(ports[kind])]
         groups[(kind, port)].append(i)
     # One group per target: each needs its own name label.
-    doc = [{"targets": [f"127.0.0.1:{port}"], "labels": {"name": f"t{i:05d}", "kind": kind}}
+    doc = [(i, {"targets": [f"127.0.0.1:{port}"], "labels": {"name": f"t{i:05d}", "kind": kind}})
            for (kind, port), members in sorted(groups.items()) for i in members]
-    # Half the targets in each of two files, so a change rewrites both.
+    # Half the targets in each of two files (by number, so that a target
+    # stays in its file), so a change rewrites both. A target moving between
+    # files could vanish for one refresh: the daemon may read one file
+    # rewritten and the other not yet, as Prometheus' file_sd would.
     for part in (0, 1):
         path = os.path.join(WORK, f"targets-{part}.json")
         tmp = path + ".tmp"
         with open(tmp, "w") as f:
-            json.dump(doc[part::2], f)
+            json.dump([group for i, group in doc if i % 2 == part], f)
         os.replace(tmp, path)
 
 
