@@ -108,8 +108,9 @@ fn percentiles_10k(bencher: Bencher) {
         .bench_local_values(|mut v| llmprobe::stats::level::percentiles(&mut v));
 }
 
-/// One scrape of 100 targets x 3 workloads x 8 levels, results unchanged
-/// since the last scrape (their rendering is reused), as /metrics does it.
+/// One scrape of 100 targets x 3 workloads x 8 levels, every chunk of the
+/// body written, as /metrics sends it (the results' text was written when
+/// the sweeps ended).
 #[divan::bench(sample_count = 20)]
 fn exposition_scrape_100_targets(bencher: Bencher) {
     let metrics = fixtures::big_metrics();
@@ -117,7 +118,8 @@ fn exposition_scrape_100_targets(bencher: Bencher) {
     bencher.bench(|| metrics.exposition().count());
 }
 
-/// The same right after a sweep finished: the results are rendered again.
+/// The same right after a sweep finished: that target's results are
+/// written again (only its own).
 #[divan::bench(sample_count = 10)]
 fn exposition_scrape_after_a_sweep(bencher: Bencher) {
     let metrics = fixtures::big_metrics();

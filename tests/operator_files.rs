@@ -781,6 +781,7 @@ const KNOWN_METRICS: &[&str] = &[
     "llmprobe_request_ttft_seconds_bucket",
     "llmprobe_request_duration_seconds_bucket",
     "llmprobe_requests_total",
+    "llmprobe_requests_saved_total",
     "llmprobe_output_tokens_total",
     "llmprobe_prompt_tokens_total",
     "llmprobe_target_info",
