@@ -101,11 +101,14 @@ async fn mutual_tls_passes_a_server_that_requires_a_client_certificate() {
 
     // Without the client certificate the server refuses every request. In
     // TLS 1.3 the client's side of the handshake is over by then, so the
-    // refusal arrives as an alert on the first request: a protocol error.
+    // refusal arrives as an alert on the first request; it is still a
+    // connection that could not be set up: a connect error.
     let r = sweep_one(&config(&url, &ca)).await;
+    assert!(!r.success, "no request could connect");
     let l = &r.workloads[0].levels[0];
-    assert_eq!(l.outcomes["protocol_error"], 4, "{:?}", l.outcomes);
-    let e = &l.error_examples["protocol_error"];
+    assert_eq!(l.outcomes["connect_error"], 4, "{:?}", l.outcomes);
+    assert_eq!(l.outcomes["protocol_error"], 0, "{:?}", l.outcomes);
+    let e = &l.error_examples["connect_error"];
     assert!(
         e.contains("received fatal alert: CertificateRequired"),
         "{e}"

@@ -183,7 +183,9 @@ impl Client {
             }
             // Before the timeout check: a connect timeout is both, and a
             // server that cannot be reached is not a slow server.
-            Err(e) if e.is_connect() => Err(SendError::Connect(describe(e))),
+            Err(e) if e.is_connect() || refused_by_tls_peer(&e) => {
+                Err(SendError::Connect(describe(e)))
+            }
             Err(e) if e.is_timeout() => Err(SendError::Timeout),
             Err(e) => Err(SendError::Other(describe(e))),
         }
@@ -238,6 +240,42 @@ where
 }
 
 /// The error and its causes on one line, without the URL.
+/// Whether the server ended the TLS session with an alert about the
+/// handshake: a TLS 1.3 server checks the client's certificate after the
+/// client's side of the handshake is over, so its refusal arrives with the
+/// first request rather than at connect, yet it is a connection that could
+/// not be set up, not a server speaking nonsense.
+fn refused_by_tls_peer(e: &(dyn std::error::Error + 'static)) -> bool {
+    use rustls::AlertDescription as A;
+    let mut next = Some(e);
+    while let Some(err) = next {
+        // An I/O error's source() skips the error it wraps: look inside.
+        let tls = err.downcast_ref::<rustls::Error>().or_else(|| {
+            err.downcast_ref::<std::io::Error>()
+                .and_then(std::io::Error::get_ref)
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        });
+        if let Some(rustls::Error::AlertReceived(alert)) = tls {
+            return matches!(
+                alert,
+                A::CertificateRequired
+                    | A::BadCertificate
+                    | A::UnsupportedCertificate
+                    | A::CertificateRevoked
+                    | A::CertificateExpired
+                    | A::CertificateUnknown
+                    | A::UnknownCA
+                    | A::AccessDenied
+                    | A::HandshakeFailure
+                    | A::ProtocolVersion
+                    | A::InsufficientSecurity
+            );
+        }
+        next = err.source();
+    }
+    false
+}
+
 fn describe(e: reqwest::Error) -> String {
     let e = e.without_url();
     let mut msg = e.to_string();
@@ -251,4 +289,46 @@ fn describe(e: reqwest::Error) -> String {
         source = s.source();
     }
     msg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refused_by_tls_peer;
+    use std::fmt;
+
+    /// An error that wraps another, as hyper and reqwest wrap an I/O error.
+    #[derive(Debug)]
+    struct Wrapping(std::io::Error);
+
+    impl fmt::Display for Wrapping {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("error sending request")
+        }
+    }
+
+    impl std::error::Error for Wrapping {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    fn alert(a: rustls::AlertDescription) -> Wrapping {
+        Wrapping(std::io::Error::other(rustls::Error::AlertReceived(a)))
+    }
+
+    #[test]
+    fn a_refused_client_certificate_is_a_refused_connection() {
+        use rustls::AlertDescription as A;
+        for a in [A::CertificateRequired, A::BadCertificate, A::UnknownCA] {
+            assert!(refused_by_tls_peer(&alert(a)), "{a:?}");
+        }
+        // Alerts that are not about setting the session up, and errors
+        // that are not TLS ones, stay what they were.
+        assert!(!refused_by_tls_peer(&alert(A::DecodeError)));
+        assert!(!refused_by_tls_peer(&Wrapping(std::io::Error::other(
+            "reset"
+        ))));
+        let plain = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        assert!(!refused_by_tls_peer(&Wrapping(plain)));
+    }
 }
