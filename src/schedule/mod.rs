@@ -294,6 +294,7 @@ impl Scheduler {
         let guard = done.drop_guard();
         let out = self.out.clone();
         let config_info = self.config_info.clone();
+        let learned = self.env.as_ref().map(|e| e.learned.clone());
         tokio::spawn(async move {
             let _guard = guard;
             for ended in stopped {
@@ -305,6 +306,9 @@ impl Scheduler {
                         out.metrics.forget_target(&name);
                         if let Some(info) = &config_info {
                             info.forget_target(&name);
+                        }
+                        if let Some(learned) = &learned {
+                            learned.forget(&name);
                         }
                         out.statuses
                             .write()

@@ -110,6 +110,32 @@ impl Learned {
             .unwrap_or_else(PoisonError::into_inner)
             .insert(key, (field, note));
     }
+
+    /// Forgets what was learned about `target` (removed from the
+    /// configuration): a fleet that changes for months would otherwise keep
+    /// an entry for every target it ever had.
+    pub fn forget(&self, target: &str) {
+        let prefix = learned_key(target, "");
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|key, _| !key.starts_with(&prefix));
+    }
+
+    /// Number of targets and URLs known.
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+
+    /// Whether nothing is known.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The key of what was learned about `target` served at `base_url`.
+pub(crate) fn learned_key(target: &str, base_url: &str) -> String {
+    format!("{target}\u{0}{base_url}")
 }
 
 /// Pause after a level that stopped early, before the next one: the
@@ -437,4 +463,22 @@ fn slo_breach(l: &LevelSummary, target: &Target) -> String {
         ));
     }
     format!("concurrency {}: {}", l.concurrency, why.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forgetting_a_target_keeps_the_others_even_with_a_common_prefix() {
+        let learned = Learned::default();
+        for (target, url) in [("w1", "http://a"), ("w1", "http://b"), ("w10", "http://a")] {
+            learned.insert(learned_key(target, url), MaxTokensField::MaxTokens, None);
+        }
+        learned.forget("w1");
+        assert_eq!(learned.len(), 1);
+        assert!(learned.get(&learned_key("w10", "http://a")).is_some());
+        learned.forget("w10");
+        assert!(learned.is_empty());
+    }
 }

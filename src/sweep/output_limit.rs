@@ -82,7 +82,7 @@ pub(crate) async fn choose(
     if let Some(field) = target.max_tokens_field {
         return Ok((field, limit(field, "configured", None)));
     }
-    let key = format!("{}\u{0}{base_url}", target.name);
+    let key = super::learned_key(&target.name, base_url);
     if let Some((field, note)) = env.learned.get(&key) {
         let source = if note.is_some() {
             "detected"
