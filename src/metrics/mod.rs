@@ -6,7 +6,9 @@
 //!   metrics own;
 //! - `running`: running totals over every measured request (histograms and
 //!   counters, for `rate()` and `histogram_quantile()`);
-//! - `results`: the latest sweep and pair results, rendered at scrape time;
+//! - `results`: the latest sweep and pair results, as text per target
+//!   written when a sweep ends;
+//! - `exposition`: one scrape, written in chunks as the body is sent;
 //! - `daemon`: the daemon's own state (sweeps counted, in flight, reloads);
 //! - [`FleetMetrics`] (`fleet`): target discovery and sharding.
 

@@ -168,8 +168,8 @@ pub const SHARD_INFO: Spec = Spec {
 };
 
 // ---------------------------------------------------------------------------
-// Results of the latest sweeps and pair measurements (rendered at scrape
-// time; see `results`).
+// Results of the latest sweeps and pair measurements (written as text when
+// a sweep ends; see `results`).
 // ---------------------------------------------------------------------------
 
 /// TTFT percentiles per level.

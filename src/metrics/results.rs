@@ -1,8 +1,8 @@
 //! The results of the latest completed sweep of each target and the latest
-//! measurement of each gateway pair, held as whole reports and written as
-//! text when they change, one piece per target (or pair): a sweep's end
-//! renders only its target's piece (tens of microseconds), and a scrape
-//! lends every piece to the response as it is (see [`super::exposition`]).
+//! measurement of each gateway pair, kept as the text they are exported as,
+//! written when they change, in pieces per target (or pair): a sweep's end
+//! writes only its target's (tens of microseconds), and a scrape copies
+//! every piece into the response as it is (see [`super::exposition`]).
 //! Replacing a piece is one pointer swap under a lock, so a scrape never
 //! mixes two sweeps, and a level or workload missing from the new report
 //! simply stops being exported (no stale series to delete).
@@ -115,16 +115,20 @@ pub(super) fn target_info(
 impl Results {
     /// Takes in a finished sweep; see [`Metrics::publish_sweep`](super::Metrics::publish_sweep).
     pub(super) fn publish_sweep(&self, report: &SweepReport) {
+        // Written before taking the lock: scrapes and other sweeps go on.
+        let good = report.success.then(|| {
+            let mut out = PieceWriter::default();
+            write_results(&mut out, report);
+            Arc::new(out.finish())
+        });
         let mut targets = write(&self.targets);
         let state = targets.entry(report.target.clone()).or_default();
         state.latest = Some(LatestSweep {
             success: report.success,
             duration_seconds: report.duration_seconds,
         });
-        if report.success {
-            let mut out = PieceWriter::default();
-            write_results(&mut out, report);
-            state.good = Some(Arc::new(out.finish()));
+        if good.is_some() {
+            state.good = good;
         }
         state.render(&report.target);
     }
