@@ -85,9 +85,7 @@ pub async fn run(
     };
     let registry = prometheus::Registry::new();
     let metrics = Arc::new(metrics::Metrics::new(&registry)?);
-    let clients = probe::tls::Clients::new(CONNECT_TIMEOUT)
-        .and_then(|c| c.for_config(&config))
-        .map_err(anyhow::Error::msg)?;
+    let clients = clients_for(&config)?;
     let statuses: Statuses = Default::default();
     let ready = Arc::new(AtomicBool::new(false));
     let (control_tx, mut control_rx) = mpsc::channel::<http::router::Control>(8);
@@ -247,14 +245,7 @@ pub async fn sweep_once(
     } else {
         Arc::new(NoObserver)
     };
-    let env = SweepEnv::new(
-        probe::tls::Clients::new(CONNECT_TIMEOUT)
-            .and_then(|c| c.for_config(config))
-            .map_err(anyhow::Error::msg)?,
-        config.schedule.max_in_flight_total,
-        CancellationToken::new(),
-        observer,
-    );
+    let env = one_shot_env(config, observer)?;
     let mut reports = Vec::new();
     for target in &config.targets {
         if !only.is_empty() && !only.contains(&target.name) {
@@ -280,6 +271,24 @@ pub async fn sweep_once(
     Ok(reports)
 }
 
+/// The environment of a one-shot `llmprobe sweep`: the configuration's
+/// clients and global cap, nothing to cancel it but the process's end.
+fn one_shot_env(config: &Config, observer: Arc<dyn Observer>) -> anyhow::Result<SweepEnv> {
+    Ok(SweepEnv::new(
+        clients_for(config)?,
+        config.schedule.max_in_flight_total,
+        CancellationToken::new(),
+        observer,
+    ))
+}
+
+/// One HTTP client per TLS setting of `config`.
+fn clients_for(config: &Config) -> anyhow::Result<probe::tls::Clients> {
+    probe::tls::Clients::new(CONNECT_TIMEOUT)
+        .and_then(|c| c.for_config(config))
+        .map_err(anyhow::Error::msg)
+}
+
 /// Measures the gateway pairs of `config` once, one after the other, for
 /// `llmprobe sweep`. With `only` non-empty, only pairs whose two targets are
 /// both in it. `progress` shows the pair being measured on stderr.
@@ -288,14 +297,7 @@ pub async fn measure_pairs_once(
     only: &[String],
     progress: bool,
 ) -> anyhow::Result<Vec<PairReport>> {
-    let env = SweepEnv::new(
-        probe::tls::Clients::new(CONNECT_TIMEOUT)
-            .and_then(|c| c.for_config(config))
-            .map_err(anyhow::Error::msg)?,
-        config.schedule.max_in_flight_total,
-        CancellationToken::new(),
-        Arc::new(NoObserver),
-    );
+    let env = one_shot_env(config, Arc::new(NoObserver))?;
     let mut reports = Vec::new();
     for pair in &config.gateway_pairs {
         let selected = |name: &String| only.is_empty() || only.contains(name);

@@ -22,16 +22,6 @@ fn llmprobe(args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn fresh_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "llmprobe-report-{}-{}",
-        std::process::id(),
-        fastrand::u64(..)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// The shipped configuration's sweep as JSON, measured once for all tests.
 fn shipped_sweep_json() -> &'static str {
     static JSON: OnceLock<String> = OnceLock::new();
@@ -56,7 +46,7 @@ fn shipped_sweep_json() -> &'static str {
 /// `llmprobe report` of `json` (with the shipped configuration when
 /// `with_config`): the page's path.
 fn render(json: &str, with_config: bool) -> PathBuf {
-    let dir = fresh_dir();
+    let dir = support::paths::fresh_dir("report");
     let input = dir.join("results.json");
     std::fs::write(&input, json).unwrap();
     let page = dir.join("report.html");
@@ -92,7 +82,7 @@ fn assert_valid_html(page: &Path) {
 /// Runs headless Chromium on `page` with `extra` flags, in a fresh profile
 /// and without network chatter, for at most a minute; its stdout.
 fn chromium(page: &Path, extra: &[String]) -> String {
-    let dir = fresh_dir();
+    let dir = support::paths::fresh_dir("report");
     let stdout_path = dir.join("stdout");
     let mut child = Command::new("chromium")
         .args([
@@ -241,7 +231,7 @@ fn the_documented_example_renders_and_bad_documents_are_named() {
     assert!(html.contains("data-series=\"throughput\" data-x=\"1\" data-y=\"210\""));
     assert!(html.contains("--config FILE"), "no configuration given");
 
-    let dir = fresh_dir();
+    let dir = support::paths::fresh_dir("report");
     let example = std::fs::read_to_string("testdata/report/readme-example.json").unwrap();
     for (what, from, to, message) in [
         (
@@ -270,7 +260,7 @@ fn the_documented_example_renders_and_bad_documents_are_named() {
 
 #[test]
 fn sweep_writes_the_html_report_to_a_file() {
-    let dir = fresh_dir();
+    let dir = support::paths::fresh_dir("report");
     let page = dir.join("sweep.html");
     let out = llmprobe(&[
         "sweep",
@@ -419,7 +409,7 @@ targets:
     assert_eq!(status, 404);
     assert!(body.contains("No target named nope"));
 
-    let dir = fresh_dir();
+    let dir = support::paths::fresh_dir("report");
     for (name, body) in [("index.html", &index), ("target.html", &page)] {
         let path = dir.join(name);
         std::fs::write(&path, body).unwrap();

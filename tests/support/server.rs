@@ -269,15 +269,7 @@ impl Drop for Served {
 pub async fn serve(app: Router) -> Served {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let stop = CancellationToken::new();
-    let token = stop.clone();
-    tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move { token.cancelled().await })
-            .await
-            .ok();
-    });
-    Served { addr, stop }
+    serve_on(listener, addr, app)
 }
 
 /// [`serve`] over HTTPS (llmprobe's own TLS listener, which drops failed
@@ -285,9 +277,18 @@ pub async fn serve(app: Router) -> Served {
 pub async fn serve_tls(app: Router, tls: Arc<rustls::ServerConfig>) -> Served {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
+    let listener = llmprobe::http::exposure::TlsListener::new(listener, tls);
+    serve_on(listener, addr, app)
+}
+
+/// Serves `app` on `listener` (bound at `addr`) until the handle is dropped.
+fn serve_on<L>(listener: L, addr: SocketAddr, app: Router) -> Served
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
     let stop = CancellationToken::new();
     let token = stop.clone();
-    let listener = llmprobe::http::exposure::TlsListener::new(listener, tls);
     tokio::spawn(async move {
         axum::serve(listener, app)
             .with_graceful_shutdown(async move { token.cancelled().await })
