@@ -3,10 +3,11 @@
 //!
 //! glibc's malloc keeps what a burst freed (a scrape of a big fleet, many
 //! sweeps ending together) in its arenas, in holes between live blocks it
-//! cannot release. Over hours that kept RSS at 1.6 times the heap with a
-//! thousand targets (issue 14, BENCHMARKS.md "A thousand targets for an
-//! hour"). Trimming every few seconds releases those pages; it costs a walk
-//! of the free lists, well under a millisecond at that size. Its effect is
+//! cannot release: with a thousand targets RSS was 58.9 MiB over a heap
+//! whose peak was 36.7 MB (heaptrack; issue 14, BENCHMARKS.md "A thousand
+//! targets for an hour"). Trimming every few seconds releases those pages
+//! (a walk of the allocator's free lists, whose cost was not measured
+//! apart). Its effect is
 //! measured, not tested (a test's RSS moves with every other test): the
 //! 5-minute runs at 1000 targets in BENCHMARKS.md before and after it (a3bb4f0
 //! and f90e01d; the latter also stopped holding each target's last report).
