@@ -7,17 +7,18 @@
 
 // Layers, in the order data flows (ARCHITECTURE.md draws the arrows).
 pub mod config;
+pub mod faces;
 pub mod fleet;
 pub mod http;
 pub mod metrics;
 pub mod probe;
-pub mod report_html;
 pub mod schedule;
 pub mod sim;
 pub mod stats;
 pub mod stream;
 pub mod sweep;
-pub mod terminal;
+// Old paths of the faces, until their users move.
+pub use faces::{html as report_html, text as terminal};
 
 pub mod build_info;
 pub mod cli;
