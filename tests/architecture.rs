@@ -20,10 +20,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("metrics", &["config", "stats"]),
     ("fleet", &["config", "metrics"]),
     ("schedule", &["config", "fleet", "sweep", "probe", "stats", "metrics", "sim"]),
-    ("http", &["config", "metrics", "schedule", "stats", "terminal", "report_html"]),
+    ("http", &["config", "metrics", "schedule", "stats", "faces"]),
     // The faces: what a person reads. The progress line is a sweep observer.
-    ("terminal", &["config", "stats", "sweep"]),
-    ("report_html", &["config", "stats", "terminal"]),
+    ("faces", &["config", "stats", "sweep"]),
 ];
 
 const APP: &[&str] = &[
