@@ -69,6 +69,62 @@ async fn a_breaking_level_stops_early_with_the_same_knee() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_level_exports_its_ratios_over_the_planned_count() {
+    // Level 16 of the tiny engine stops at the third 503 while its 8
+    // admitted requests are cancelled in flight: over the requests that
+    // ended, the shed ratio would read 1.0.
+    let yaml = Yaml {
+        warmup_requests: 1,
+        levels: "[1, 2, 4, 8, 16]",
+        requests_per_level: "3x",
+        min_requests_per_level: 8,
+        slo: Some("{ p95_latency: 5s, max_shed_ratio: 0.05, max_error_ratio: 0.05 }"),
+        more_defaults: "  early_stop: true\n  refine_resolution: off",
+        max_completion_tokens: 16,
+        rest: "targets:\n  - name: sim\n    simulator: { profile: tiny }",
+        ..Yaml::default()
+    }
+    .render();
+    let report = sweep_one(&yaml).await;
+    assert!(report.success, "{:?}", report.error);
+    let w = &report.workloads[0];
+    let l = w.levels.last().unwrap();
+    assert_eq!(l.concurrency, 16);
+    assert!(l.stopped_early.is_some());
+    let shed = l.shed() as f64;
+    assert_eq!(l.shed_ratio, shed / 48.0, "over the 48 planned");
+    assert!(l.shed_ratio < 1.0);
+    assert_eq!(l.error_ratio, 0.0);
+    let why = w.capacity.stopped_because.as_deref().unwrap_or("");
+    assert!(!why.contains("no request succeeded"), "{why}");
+
+    let registry = prometheus::Registry::new();
+    let metrics = llmprobe::metrics::Metrics::new(&registry).unwrap();
+    metrics.publish_sweep(&report);
+    let text = metrics.encode();
+    let at16 = [("target", "sim"), ("concurrency", "16")];
+    assert_eq!(
+        metric(&text, "llmprobe_sweep_shed_ratio", &at16),
+        Some(shed / 48.0)
+    );
+    assert_eq!(
+        metric(&text, "llmprobe_sweep_error_ratio", &at16),
+        Some(0.0)
+    );
+    assert_eq!(
+        metric(&text, "llmprobe_sweep_throughput_tokens_per_second", &at16),
+        None,
+        "no partial throughput exported"
+    );
+    assert!(metric(
+        &text,
+        "llmprobe_sweep_throughput_tokens_per_second",
+        &[("target", "sim"), ("concurrency", "8")]
+    )
+    .is_some_and(|t| t > 0.0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refinement_finds_a_knee_between_powers_of_two() {
     // Sheds above 12 in flight: 8 passes, 16 breaks; bisection to 1 probes
     // 12 (passes), 14 (breaks), 13 (breaks).

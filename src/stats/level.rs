@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::config::Slo;
-use crate::stats::report::{LevelRole, LevelSummary, Percentiles};
+use crate::stats::report::{Breach, EarlyStop, LevelRole, LevelSummary, Percentiles};
 use crate::stats::sample::{Outcome, Sample, TokenSource};
 
 /// The `q` quantile (0..=1) of already sorted values, by linear interpolation
@@ -276,6 +276,29 @@ pub fn summarize_level(
     }
 }
 
+/// Marks `level` as stopped early, `breach` certain after it sent fewer
+/// than the `planned` requests: it breaks the SLO, and its shed and error
+/// ratios are over the planned count, as the early verdict judged them (the
+/// ratios of the requests that ended would overstate the full level: the
+/// requests it cancelled in flight were the ones being served).
+pub fn mark_stopped_early(level: &mut LevelSummary, breach: Breach, planned: u64) {
+    let shed = level.shed();
+    let ended = level
+        .requests
+        .saturating_sub(level.count(Outcome::Cancelled));
+    let failed = ended
+        .saturating_sub(level.count(Outcome::Ok))
+        .saturating_sub(shed);
+    level.planned_requests = planned;
+    level.within_slo = false;
+    level.shed_ratio = ratio(shed, planned);
+    level.error_ratio = ratio(failed, planned);
+    level.stopped_early = Some(EarlyStop {
+        breach,
+        saved_requests: planned.saturating_sub(level.requests),
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,5 +479,32 @@ mod tests {
         assert_eq!(l.error_examples.len(), 2);
         assert_eq!(l.error_examples["timeout"], "first timeout");
         assert_eq!(l.error_examples["shed"], "HTTP 503: busy");
+    }
+
+    #[test]
+    fn a_stopped_level_has_its_ratios_over_the_planned_count() {
+        // 48 planned; 8 ended (2 ok, 5 shed, 1 error) before the verdict,
+        // 6 cancelled in flight.
+        let mut samples = vec![ok(10, 100, 4); 2];
+        samples.extend(vec![Sample::failed(Outcome::Shed, Some(503), "busy"); 5]);
+        samples.push(Sample::failed(Outcome::HttpError, Some(500), "oops"));
+        samples.extend(vec![
+            Sample::failed(Outcome::Cancelled, None, "cancelled");
+            6
+        ]);
+        let mut l = summarize_level(16, &samples, Duration::from_secs(1), &slo(1000));
+        close(l.shed_ratio, 5.0 / 8.0);
+        mark_stopped_early(&mut l, Breach::Shed, 48);
+        close(l.shed_ratio, 5.0 / 48.0);
+        close(l.error_ratio, 1.0 / 48.0);
+        assert!(!l.within_slo);
+        assert_eq!(l.planned_requests, 48);
+        assert_eq!(
+            l.stopped_early,
+            Some(EarlyStop {
+                breach: Breach::Shed,
+                saved_requests: 34
+            })
+        );
     }
 }

@@ -243,8 +243,8 @@ fn count(outcomes: &BTreeMap<&'static str, u64>, outcome: Outcome) -> u64 {
     outcomes.get(outcome.as_str()).copied().unwrap_or(0)
 }
 
-/// Capacity verdict for one workload of one target.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Capacity verdict for one workload of one target (Default: no knee, for tests).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Capacity {
     /// Highest level within the SLO with every lower level within it too (0 if none).
     pub knee_concurrency: u32,

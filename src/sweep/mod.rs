@@ -22,9 +22,7 @@ use crate::config::{MaxTokensField, Target, Workload};
 use crate::probe::tls::Clients;
 use crate::stats::knee;
 use crate::stats::level;
-use crate::stats::report::{
-    EarlyStop, LevelSummary, OutputLimit, SweepKind, SweepReport, WorkloadReport,
-};
+use crate::stats::report::{LevelSummary, OutputLimit, SweepKind, SweepReport, WorkloadReport};
 use crate::stats::sample::{Outcome, Sample};
 use crate::sweep::ladder::{Ladder, WarmStart};
 use closed_loop::Pass;
@@ -385,11 +383,7 @@ async fn run_workload(
         if let Some(breach) = measured.stopped {
             // Certain to break in full (stats::verdict): the partial level
             // is judged as the full one would be.
-            summary.within_slo = false;
-            summary.stopped_early = Some(EarlyStop {
-                breach,
-                saved_requests: n.saturating_sub(summary.requests),
-            });
+            level::mark_stopped_early(&mut summary, breach, n);
         }
         settle = summary.stopped_early.is_some();
         ladder.record(concurrency, summary.within_slo && summary.kept_concurrency);
@@ -433,7 +427,9 @@ async fn run_workload(
 fn slo_breach(l: &LevelSummary, target: &Target) -> String {
     let slo = &target.slo;
     let mut why = Vec::new();
-    if l.outcomes.get(Outcome::Ok.as_str()).copied().unwrap_or(0) == 0 {
+    // A level stopped early cancelled requests that might have succeeded:
+    // only a level that ran in full can say that none did.
+    if l.stopped_early.is_none() && l.count(Outcome::Ok) == 0 {
         why.push("no request succeeded".to_string());
     }
     match l.decision_latency_seconds.p95 {

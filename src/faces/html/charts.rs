@@ -101,6 +101,8 @@ pub enum RuleKind {
     Recommended,
     /// An SLO limit.
     Slo,
+    /// A level stopped early: its partial figures are no collapse.
+    Stopped,
 }
 
 impl RuleKind {
@@ -109,6 +111,7 @@ impl RuleKind {
             RuleKind::Knee => "knee",
             RuleKind::Recommended => "rec",
             RuleKind::Slo => "slo",
+            RuleKind::Stopped => "stopped",
         }
     }
 }
@@ -403,6 +406,7 @@ impl LineChart {
             let x = xscale.px(r.at);
             let (dx, anchor, y) = match r.kind {
                 RuleKind::Recommended => (-4.0, "end", plot_top + 22.0),
+                RuleKind::Stopped => (4.0, "start", plot_top + 33.0),
                 _ => (4.0, "start", plot_top + 11.0),
             };
             let _ = write!(

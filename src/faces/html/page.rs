@@ -54,10 +54,12 @@ svg line.rule{stroke-width:1.5}
 svg line.knee{stroke:var(--knee)}
 svg line.rec{stroke:var(--rec);stroke-dasharray:5 4}
 svg line.slo{stroke:var(--slo);stroke-dasharray:7 4}
+svg line.stopped{stroke:var(--muted);stroke-dasharray:2 3}
 svg .rule-label{font-size:10.5px;font-weight:600}
 svg .rule-label.knee{fill:var(--knee)}
 svg .rule-label.rec{fill:var(--rec)}
 svg .rule-label.slo{fill:var(--slo)}
+svg .rule-label.stopped{fill:var(--muted)}
 svg rect.over-slo{fill:var(--slo);fill-opacity:.07}
 .verdict{display:grid;grid-template-columns:minmax(0,360px) minmax(0,1fr);gap:4px 26px;
 border:1px solid var(--line);border-radius:8px;padding:12px 16px;background:#fafbfc;margin-bottom:12px}
@@ -358,6 +360,15 @@ pub fn charts(w: &WorkloadReport, settings: Option<&TargetSettings>) -> Vec<Line
             kind: RuleKind::Recommended,
         });
     }
+    // A level stopped early sent only part of its requests: its throughput
+    // is left out (not a collapse to draw), and a rule says where it stopped.
+    for s in l.iter().filter(|l| l.stopped_early.is_some()) {
+        x_rules.push(Rule {
+            at: f64::from(s.concurrency),
+            label: format!("stopped early at {}", s.concurrency),
+            kind: RuleKind::Stopped,
+        });
+    }
     let over_slo_from = l
         .iter()
         .find(|l| !l.within_slo)
@@ -409,7 +420,9 @@ pub fn charts(w: &WorkloadReport, settings: Option<&TargetSettings>) -> Vec<Line
             "Aggregate throughput",
             Unit::TokensPerSecond,
             vec![series("throughput", "output tok/s", BLUE, false, l, |l| {
-                Some(l.throughput_tokens_per_second)
+                l.stopped_early
+                    .is_none()
+                    .then_some(l.throughput_tokens_per_second)
             })],
             Vec::new(),
         ),
@@ -785,5 +798,32 @@ mod tests {
         let bare = report(&results, &Settings::new());
         assert!(!bare.contains("SLO 350 ms"));
         assert!(bare.contains("--config FILE"));
+    }
+
+    #[test]
+    fn a_level_stopped_early_is_drawn_as_stopped_not_as_a_collapse() {
+        let mut stopped = level(4, false);
+        stopped.throughput_tokens_per_second = 3.0;
+        stopped.stopped_early = Some(crate::stats::report::EarlyStop {
+            breach: crate::stats::report::Breach::Shed,
+            saved_requests: 20,
+        });
+        let w = WorkloadReport {
+            workload: "chat".into(),
+            levels: vec![level(1, true), level(2, true), stopped],
+            skipped_levels: vec![],
+            capacity: crate::stats::report::Capacity {
+                knee_concurrency: 2,
+                recommended_max_in_flight: 1,
+                ..Default::default()
+            },
+        };
+        let charts = charts(&w, None);
+        let throughput = &charts[0].series[0].points;
+        assert_eq!(throughput[2], (4.0, None), "no partial throughput drawn");
+        assert_eq!(throughput[1], (2.0, Some(200.123)));
+        let svg = charts[0].svg();
+        assert!(svg.contains(">stopped early at 4</text>"), "{svg}");
+        assert!(!svg.contains("data-x=\"4\" data-y=\"3\""), "{svg}");
     }
 }
