@@ -96,6 +96,8 @@ fn report(target: &str, model: &str, success: bool) -> SweepReport {
             capacity: Capacity {
                 knee_concurrency: 4,
                 throughput_tokens_per_second: 120.0,
+                requests_per_second: 1.6,
+                requests_per_second_samples: 8,
                 recommended_max_in_flight: 3,
                 saturation_concurrency: (scale > 1.0).then_some(4),
                 saturated_before_knee: scale > 1.0,

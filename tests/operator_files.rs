@@ -772,6 +772,8 @@ const KNOWN_METRICS: &[&str] = &[
     "llmprobe_sweep_samples",
     "llmprobe_capacity_knee_concurrency",
     "llmprobe_capacity_throughput_tokens_per_second",
+    "llmprobe_capacity_requests_per_second",
+    "llmprobe_capacity_requests_per_second_samples",
     "llmprobe_capacity_saturation_concurrency",
     "llmprobe_recommended_max_in_flight",
     "llmprobe_sweep_success",

@@ -155,6 +155,8 @@ fn good_report() -> SweepReport {
                 capacity: Capacity {
                     knee_concurrency: 4,
                     throughput_tokens_per_second: 102.4,
+                    requests_per_second: 2.4,
+                    requests_per_second_samples: 12,
                     recommended_max_in_flight: 3,
                     saturation_concurrency: Some(4),
                     saturated_before_knee: true,
@@ -184,6 +186,8 @@ fn good_report() -> SweepReport {
                 capacity: Capacity {
                     knee_concurrency: 1,
                     throughput_tokens_per_second: 51.2,
+                    requests_per_second: 10.0,
+                    requests_per_second_samples: 25,
                     recommended_max_in_flight: 1,
                     saturation_concurrency: None,
                     saturated_before_knee: false,
@@ -227,6 +231,8 @@ fn failed_report() -> SweepReport {
             capacity: Capacity {
                 knee_concurrency: 0,
                 throughput_tokens_per_second: 0.0,
+                requests_per_second: 0.0,
+                requests_per_second_samples: 0,
                 recommended_max_in_flight: 0,
                 saturation_concurrency: None,
                 saturated_before_knee: false,

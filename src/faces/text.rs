@@ -199,6 +199,9 @@ pub fn table(reports: &[SweepReport]) -> String {
                 c.recommended_max_in_flight,
                 c.throughput_tokens_per_second
             );
+            if c.knee_concurrency > 0 {
+                let _ = writeln!(out, "  {}", request_rate(c));
+            }
             let _ = writeln!(out, "  saturation: {}", saturation(c));
             if let Some(why) = &c.stopped_because {
                 let _ = writeln!(out, "  stopped climbing: {why}");
@@ -220,6 +223,14 @@ pub fn knee(c: &Capacity) -> String {
     } else {
         c.knee_concurrency.to_string()
     }
+}
+
+/// The sustainable request rate at the knee, with what it rests on.
+pub fn request_rate(c: &Capacity) -> String {
+    format!(
+        "requests at knee: {:.2} req/s completed ({} requests)",
+        c.requests_per_second, c.requests_per_second_samples
+    )
 }
 
 /// What marks a level that does not count toward the knee.

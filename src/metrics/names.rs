@@ -280,6 +280,19 @@ pub const CAPACITY_THROUGHPUT: Spec = Spec {
     help: "Aggregate output tokens per second at the knee (0 when there is no knee).",
     labels: WORKLOAD,
 };
+/// Completed requests per second at the knee, per workload.
+pub const CAPACITY_REQUEST_RATE: Spec = Spec {
+    name: "llmprobe_capacity_requests_per_second",
+    help: "Completed requests per second of the knee level: the sustainable request rate (0 when there is no knee).",
+    labels: WORKLOAD,
+};
+/// The completed requests that rate rests on.
+pub const CAPACITY_REQUEST_RATE_SAMPLES: Spec = Spec {
+    name: "llmprobe_capacity_requests_per_second_samples",
+    help:
+        "Completed requests of the knee level that llmprobe_capacity_requests_per_second rests on.",
+    labels: WORKLOAD,
+};
 /// Saturation level per workload.
 pub const CAPACITY_SATURATION: Spec = Spec {
     name: "llmprobe_capacity_saturation_concurrency",
@@ -330,7 +343,7 @@ pub const GATEWAY_SAMPLES: Spec = Spec {
 };
 
 /// Every family rendered from the results.
-pub const RESULT_FAMILIES: [&Spec; 26] = [
+pub const RESULT_FAMILIES: [&Spec; 28] = [
     &SWEEP_TTFT,
     &SWEEP_LATENCY,
     &SWEEP_ITL,
@@ -349,6 +362,8 @@ pub const RESULT_FAMILIES: [&Spec; 26] = [
     &CAPACITY_KNEE,
     &CAPACITY_KNEE_LOWER_BOUND,
     &CAPACITY_THROUGHPUT,
+    &CAPACITY_REQUEST_RATE,
+    &CAPACITY_REQUEST_RATE_SAMPLES,
     &CAPACITY_SATURATION,
     &RECOMMENDED,
     &SWEEP_SUCCESS,

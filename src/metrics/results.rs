@@ -328,6 +328,16 @@ fn write_results(out: &mut PieceWriter, report: &SweepReport) {
             cap.throughput_tokens_per_second,
         );
         out.add(
+            &names::CAPACITY_REQUEST_RATE,
+            &[t, m, w],
+            cap.requests_per_second,
+        );
+        out.add(
+            &names::CAPACITY_REQUEST_RATE_SAMPLES,
+            &[t, m, w],
+            cap.requests_per_second_samples as f64,
+        );
+        out.add(
             &names::RECOMMENDED,
             &[t, m, w],
             f64::from(cap.recommended_max_in_flight),

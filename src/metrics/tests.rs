@@ -135,6 +135,8 @@ fn workload(name: &str, levels: &[u32]) -> WorkloadReport {
         capacity: Capacity {
             knee_concurrency: levels.last().copied().unwrap_or(0),
             throughput_tokens_per_second: 123.0,
+            requests_per_second: 2.5,
+            requests_per_second_samples: 10,
             recommended_max_in_flight: 3,
             saturation_concurrency: Some(4),
             saturated_before_knee: false,
@@ -316,6 +318,14 @@ fn sweep_values_appear_with_their_labels() {
     assert_eq!(
         get(&text, "llmprobe_capacity_throughput_tokens_per_second", &wl),
         Some(123.0)
+    );
+    assert_eq!(
+        get(&text, "llmprobe_capacity_requests_per_second", &wl),
+        Some(2.5)
+    );
+    assert_eq!(
+        get(&text, "llmprobe_capacity_requests_per_second_samples", &wl),
+        Some(10.0)
     );
     assert_eq!(
         get(&text, "llmprobe_recommended_max_in_flight", &wl),
@@ -987,8 +997,9 @@ fn result_series_per_target_workload_and_level_are_counted() {
     // connections, whether it stopped early, requests it saved, whether it
     // was a refinement probe, and every outcome, zero or not.
     let per_level = 4 * (3 + 1) + 1 + 3 + 2 + 3 + Outcome::ALL.len();
-    // Per workload: knee, lower bound, throughput, recommendation, saturation.
-    let per_workload = 5;
+    // Per workload: knee, lower bound, throughput, request rate and its
+    // sample count, recommendation, saturation.
+    let per_workload = 7;
     // Per target: success, duration, last completion.
     let per_target = 3;
     let levels = 2 + 3 + 1;

@@ -2,6 +2,7 @@
 //! and where throughput stopped growing.
 
 use crate::stats::report::{Capacity, LevelRole, LevelSummary};
+use crate::stats::sample::Outcome;
 
 /// Gain below which a level is said to add no throughput.
 pub const SATURATION_GAIN: f64 = 0.10;
@@ -42,9 +43,17 @@ pub fn capacity(
     } else {
         ((knee as f64 * headroom).floor() as u32).max(1)
     };
+    // Completed requests over the same wall time as the throughput.
+    let completed = knee_level.map_or(0, |l| l.count(Outcome::Ok));
+    let requests_per_second = match knee_level {
+        Some(l) if l.wall_seconds > 0.0 => completed as f64 / l.wall_seconds,
+        _ => 0.0,
+    };
     Capacity {
         knee_concurrency: knee,
         throughput_tokens_per_second: knee_level.map_or(0.0, |l| l.throughput_tokens_per_second),
+        requests_per_second,
+        requests_per_second_samples: completed,
         recommended_max_in_flight: recommended,
         saturation_concurrency: saturation,
         saturated_before_knee: saturation.is_some_and(|s| knee > 0 && s <= knee),
@@ -110,6 +119,31 @@ mod tests {
             "160 / 150 is under a 10% gain"
         );
         assert!(!c.saturated_before_knee);
+    }
+
+    #[test]
+    fn request_rate_at_the_knee_counts_completed_requests_over_its_wall_time() {
+        let mut l = [
+            level(1, 40.0, true),
+            level(2, 78.0, true),
+            level(4, 150.0, false),
+        ];
+        l[1].outcomes.insert(Outcome::Ok.as_str(), 6);
+        l[1].outcomes.insert(Outcome::Shed.as_str(), 2);
+        l[1].wall_seconds = 4.0;
+        l[2].outcomes.insert(Outcome::Ok.as_str(), 20);
+        let c = capacity(&l, 0.9, None);
+        assert_eq!(c.knee_concurrency, 2);
+        assert_eq!(
+            c.requests_per_second, 1.5,
+            "6 completed in 4 s; shed ones do not count"
+        );
+        assert_eq!(c.requests_per_second_samples, 6);
+        let none = capacity(&[level(1, 40.0, false)], 0.9, None);
+        assert_eq!(
+            (none.requests_per_second, none.requests_per_second_samples),
+            (0.0, 0)
+        );
     }
 
     #[test]

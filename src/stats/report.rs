@@ -250,6 +250,14 @@ pub struct Capacity {
     pub knee_concurrency: u32,
     /// Throughput at the knee, tokens per second (0 when there is no knee).
     pub throughput_tokens_per_second: f64,
+    /// Completed requests per second of the knee level (0 when there is no
+    /// knee): the sustainable request rate, in the unit autoscalers use.
+    // The two fields below are absent from documents written before them.
+    #[serde(default)]
+    pub requests_per_second: f64,
+    /// Completed requests of the knee level that rate rests on.
+    #[serde(default)]
+    pub requests_per_second_samples: u64,
     /// floor(knee x headroom), at least 1 when the knee is at least 1.
     pub recommended_max_in_flight: u32,
     /// First level whose throughput gain over the previous level is under 10%.

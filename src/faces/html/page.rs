@@ -292,8 +292,12 @@ fn verdict(w: &WorkloadReport) -> String {
         out,
         "<div class=\"kpi knee\"><b>{knee}</b><span>knee (concurrency)</span></div>\
          <div class=\"kpi rec\"><b>{}</b><span>recommended max_in_flight</span></div>\
-         <div class=\"kpi\"><b>{:.0}</b><span>tok/s at the knee</span></div></div>\n<div>",
-        c.recommended_max_in_flight, c.throughput_tokens_per_second
+         <div class=\"kpi\"><b>{:.0}</b><span>tok/s at the knee</span></div>\
+         <div class=\"kpi\"><b>{:.2}</b><span>req/s at the knee ({} requests)</span></div></div>\n<div>",
+        c.recommended_max_in_flight,
+        c.throughput_tokens_per_second,
+        c.requests_per_second,
+        c.requests_per_second_samples
     );
     if c.knee_concurrency == 0 {
         out.push_str("<p><b>No level met the SLO</b>, not even the first.</p>\n");
@@ -692,6 +696,8 @@ mod tests {
                     capacity: Capacity {
                         knee_concurrency: 2,
                         throughput_tokens_per_second: 200.123,
+                        requests_per_second: 3.0,
+                        requests_per_second_samples: 6,
                         recommended_max_in_flight: 1,
                         saturation_concurrency: None,
                         saturated_before_knee: false,
