@@ -186,7 +186,15 @@ fn prometheus_rule_carries_the_shipped_alerts_and_recording_rules() {
         "spec.groups must equal the shipped rule groups"
     );
     let names: Vec<&str> = groups.iter().map(|g| str_at(g, &["name"])).collect();
-    assert_eq!(names, ["llmprobe-capacity", "llmprobe", "llmprobe-fleet"]);
+    assert_eq!(
+        names,
+        [
+            "llmprobe-capacity",
+            "llmprobe",
+            "llmprobe-fleet",
+            "llmprobe-autoscaling"
+        ]
+    );
 }
 
 #[test]
