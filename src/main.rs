@@ -8,7 +8,13 @@ use clap::Parser;
 use tokio_util::sync::CancellationToken;
 
 use llmprobe::cli::{Cli, Command, Format, LogFormat};
-use llmprobe::{config, report_html, signals, terminal};
+use std::sync::Arc;
+
+use llmprobe::faces::json::Document;
+use llmprobe::faces::progress::{self, Progress};
+use llmprobe::faces::{explain, html, text};
+use llmprobe::sweep::{NoObserver, Observer};
+use llmprobe::{config, schedule, signals};
 
 fn init_tracing(format: LogFormat, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -73,7 +79,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command.unwrap_or(Command::Run) {
         Command::CheckConfig => match llmprobe::load_config(&path) {
             Ok(c) => {
-                print!("{}", llmprobe::explain(&c));
+                print!("{}", explain::explain(&c));
                 Ok(ExitCode::SUCCESS)
             }
             Err(e) => {
@@ -93,29 +99,34 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::FAILURE);
                 }
             };
-            let reports =
-                llmprobe::sweep_once(&config, &targets, llmprobe::progress_wanted()).await?;
-            let pairs =
-                llmprobe::measure_pairs_once(&config, &targets, llmprobe::progress_wanted())
-                    .await?;
+            let show_progress = progress::wanted();
+            let observer: Arc<dyn Observer> = if show_progress {
+                Arc::new(Progress)
+            } else {
+                Arc::new(NoObserver)
+            };
+            let reports = schedule::once::sweep(&config, &targets, observer.clone())
+                .await
+                .map_err(anyhow::Error::msg)?;
+            let pairs = schedule::once::measure_pairs(&config, &targets, observer)
+                .await
+                .map_err(anyhow::Error::msg)?;
+            if show_progress {
+                Progress.done();
+            }
             let all_ok = reports.iter().all(|r| r.success) && pairs.iter().all(|p| p.success);
+            let doc = Document::new(reports, pairs);
             let text = match format {
                 Format::Table => format!(
                     "{}{}",
-                    terminal::table(&reports),
-                    terminal::pairs_table(&pairs)
+                    text::table(&doc.targets),
+                    text::pairs_table(&doc.gateway_pairs)
                 ),
-                Format::Json => format!("{}\n", terminal::json_with_pairs(&reports, &pairs)),
+                Format::Json => format!("{}\n", doc.to_json()),
                 Format::Html => {
                     let settings =
-                        report_html::settings::from_config(&llmprobe::fleet::view_once(&config));
-                    let results = terminal::Results {
-                        format_version: terminal::JSON_FORMAT_VERSION,
-                        llmprobe_version: env!("CARGO_PKG_VERSION").to_string(),
-                        targets: reports,
-                        gateway_pairs: pairs,
-                    };
-                    report_html::report(&results, &settings)
+                        html::settings::from_config(&llmprobe::fleet::view_once(&config));
+                    html::page::report(&doc, &settings)
                 }
             };
             emit(&text, output.as_deref())?;
@@ -133,7 +144,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 std::fs::read_to_string(&results)
                     .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", results.display()))?
             };
-            let doc = match terminal::read_json(&text) {
+            let doc = match Document::read(&text) {
                 Ok(d) => d,
                 Err(e) => {
                     eprintln!("{}: {e}", results.display());
@@ -143,14 +154,14 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let settings = match given_config {
                 None => Default::default(),
                 Some(_) => match config::load(&path) {
-                    Ok(c) => report_html::settings::from_config(&llmprobe::fleet::view_once(&c)),
+                    Ok(c) => html::settings::from_config(&llmprobe::fleet::view_once(&c)),
                     Err(e) => {
                         eprintln!("{e}");
                         return Ok(ExitCode::FAILURE);
                     }
                 },
             };
-            emit(&report_html::report(&doc, &settings), output.as_deref())?;
+            emit(&html::page::report(&doc, &settings), output.as_deref())?;
             Ok(ExitCode::SUCCESS)
         }
         Command::GenerateDocs { out } => {

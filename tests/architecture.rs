@@ -18,11 +18,12 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("probe", &["config", "stream", "stats"]),
     ("sweep", &["config", "probe", "stats"]),
     ("metrics", &["config", "stats"]),
-    ("fleet", &["config", "metrics"]),
+    ("fleet", &["config"]),
     ("schedule", &["config", "fleet", "sweep", "probe", "stats", "metrics", "sim"]),
-    ("http", &["config", "metrics", "schedule", "stats", "faces"]),
-    // The faces: what a person reads. The progress line is a sweep observer.
-    ("faces", &["config", "stats", "sweep"]),
+    ("http", &["config", "metrics", "stats", "faces"]),
+    // The faces: what a person reads. The progress line is a sweep observer;
+    // check-config's text tells the fleet's.
+    ("faces", &["config", "fleet", "stats", "sweep"]),
 ];
 
 const APP: &[&str] = &[
@@ -33,6 +34,7 @@ const APP: &[&str] = &[
     "manual",
     "build_info",
     "memory",
+    "systemd",
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

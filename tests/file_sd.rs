@@ -89,7 +89,7 @@ fn json_and_yaml_files_become_targets_through_the_template() {
     std::fs::write(dir.join("ignored.txt"), "not matched").unwrap();
 
     let c = load(&path);
-    let mut fleet = Fleet::new(None);
+    let mut fleet = Fleet::new();
     fleet.configure(&c);
     let view = fleet.view(&c);
     assert_eq!(names(&view), ["w1", "10.0.0.2:8000"]);
@@ -129,7 +129,7 @@ fn json_and_yaml_files_become_targets_through_the_template() {
     // are taken in path order), so the view keeps a.json's.
     assert_eq!(b.targets.len(), 1);
     assert_eq!(b.targets[0].name, "w1");
-    let explained = llmprobe::explain(&c);
+    let explained = llmprobe::faces::explain::explain(&c);
     assert!(
         explained.contains("2 entries skipped") || explained.contains("1 entries skipped"),
         "{explained}"
@@ -156,7 +156,7 @@ fn changes_are_seen_and_a_broken_file_keeps_its_targets() {
         r#"[{"targets": ["10.0.0.1:8000"], "labels": {"name": "w1"}}]"#,
     );
     let c = load(&path);
-    let mut fleet = Fleet::new(None);
+    let mut fleet = Fleet::new();
     fleet.configure(&c);
     assert_eq!(names(&fleet.view(&c)), ["w2", "w1"]);
     assert!(!fleet.refresh(), "nothing changed");

@@ -158,14 +158,18 @@ gateway_pairs:
 
 async fn measure(direct: SocketAddr, through: SocketAddr, pair: &str) -> PairReport {
     let cfg = config::load(&pair_config(direct, through, pair));
-    let mut reports = llmprobe::measure_pairs_once(&cfg, &[], false)
-        .await
-        .unwrap();
+    let mut reports = llmprobe::schedule::once::measure_pairs(
+        &cfg,
+        &[],
+        std::sync::Arc::new(llmprobe::sweep::NoObserver),
+    )
+    .await
+    .unwrap();
     assert_eq!(reports.len(), 1);
     let r = reports.remove(0);
     eprintln!(
         "{}",
-        llmprobe::terminal::pairs_table(std::slice::from_ref(&r))
+        llmprobe::faces::text::pairs_table(std::slice::from_ref(&r))
     );
     assert!(r.success, "{:?}", r.error);
     r

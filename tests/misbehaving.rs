@@ -661,7 +661,7 @@ impl Harness {
         let registry = prometheus::Registry::new();
         let metrics = Arc::new(Metrics::new(&registry).unwrap());
         let env = SweepEnv::new(
-            tls::Clients::new(llmprobe::CONNECT_TIMEOUT).unwrap(),
+            tls::Clients::new(llmprobe::probe::tls::CONNECT_TIMEOUT).unwrap(),
             16,
             CancellationToken::new(),
             Arc::new(Feed(metrics.clone())),

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use llmprobe::metrics::{FleetMetrics, Metrics};
+use llmprobe::metrics::Metrics;
 use llmprobe::probe::setup::Setup;
 use llmprobe::stats::report::{
     Breach, Capacity, EarlyStop, LevelRole, LevelSummary, OutputLimit, PairReport, Percentiles,
@@ -333,7 +333,6 @@ fn sample(outcome: Outcome, ttft_ms: u64, latency_ms: u64) -> Sample {
 fn metrics_text() -> String {
     let registry = prometheus::Registry::new();
     let metrics = Metrics::new(&registry).expect("metrics");
-    let fleet = FleetMetrics::new(&registry).expect("fleet metrics");
     let s = |a: &str, b: &str| (a.to_string(), b.to_string());
 
     let good = good_report();
@@ -383,9 +382,9 @@ fn metrics_text() -> String {
         publish_pair(&metrics, &pair);
     }
     let _in_flight = metrics.request_in_flight();
-    fleet.set_files(&[("/etc/llmprobe/targets/a.yaml".to_string(), 2, 1)]);
-    fleet.file_read_failed("/etc/llmprobe/targets/a.yaml");
-    fleet.set_fleet(
+    metrics.set_discovery_files(&[("/etc/llmprobe/targets/a.yaml".to_string(), 2, 1)]);
+    metrics.discovery_read_failed("/etc/llmprobe/targets/a.yaml");
+    metrics.set_fleet(
         &[("worker-1", "static", 0), ("gateway \"eu\"", "file_sd", 1)],
         0,
         2,
@@ -428,15 +427,15 @@ fn sweep_table() -> String {
     let reports = [good_report(), failed_report()];
     format!(
         "{}{}",
-        llmprobe::terminal::table(&reports),
-        llmprobe::terminal::pairs_table(&pair_reports())
+        llmprobe::faces::text::table(&reports),
+        llmprobe::faces::text::pairs_table(&pair_reports())
     )
 }
 
 /// What `llmprobe sweep --format json` prints for these results.
 fn sweep_json() -> String {
     let reports = [good_report(), failed_report()];
-    let json = llmprobe::terminal::json_with_pairs(&reports, &pair_reports());
+    let json = llmprobe::faces::json::json_with_pairs(&reports, &pair_reports());
     unversioned(&format!("{json}\n"))
 }
 

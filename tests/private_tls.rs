@@ -85,7 +85,7 @@ async fn mutual_tls_passes_a_server_that_requires_a_client_certificate() {
         line("key_file", &pki.client_key)
     );
     let yaml = config(&url, &format!("{ca}{identity}"));
-    let explained = llmprobe::explain(&support::config::load(&yaml));
+    let explained = llmprobe::faces::explain::explain(&support::config::load(&yaml));
     let roots = format!(
         "TLS: roots from {}; client certificate {}",
         pki.ca.display(),

@@ -78,7 +78,10 @@ fn env_with(clients: Clients, cap: u32) -> SweepEnv {
 
 async fn sweep(yaml: &str) -> SweepReport {
     sweep_with(
-        &env_with(Clients::new(llmprobe::CONNECT_TIMEOUT).unwrap(), 64),
+        &env_with(
+            Clients::new(llmprobe::probe::tls::CONNECT_TIMEOUT).unwrap(),
+            64,
+        ),
         yaml,
     )
     .await
@@ -158,7 +161,10 @@ async fn a_level_the_global_cap_cannot_hold_does_not_raise_the_knee() {
         ..Default::default()
     })
     .await;
-    let env = env_with(Clients::new(llmprobe::CONNECT_TIMEOUT).unwrap(), 8);
+    let env = env_with(
+        Clients::new(llmprobe::probe::tls::CONNECT_TIMEOUT).unwrap(),
+        8,
+    );
     let _other_target = env.in_flight.clone().acquire_many_owned(4).await.unwrap();
     let r = sweep_with(
         &env,
@@ -435,7 +441,7 @@ async fn warm_up_switches_to_max_tokens_when_max_completion_tokens_is_ignored() 
     assert_eq!(r.output_limit.source, "detected");
     let note = r.output_limit.note.as_deref().unwrap_or("");
     assert!(note.contains("max_completion_tokens"), "{note}");
-    let table = llmprobe::terminal::table(std::slice::from_ref(&r));
+    let table = llmprobe::faces::text::table(std::slice::from_ref(&r));
     assert!(
         table.contains("output limit sent as `max_tokens`"),
         "{table}"
@@ -487,10 +493,14 @@ targets:
 "#
     );
     let cfg = config::load(&write_config(&yaml)).unwrap_or_else(|e| panic!("{e}"));
-    let r = llmprobe::sweep_once(&cfg, &[], false)
-        .await
-        .unwrap()
-        .remove(0);
+    let r = llmprobe::schedule::once::sweep(
+        &cfg,
+        &[],
+        std::sync::Arc::new(llmprobe::sweep::NoObserver),
+    )
+    .await
+    .unwrap()
+    .remove(0);
     assert!(r.success, "{:?}", r.error);
     let level = |w: usize| &r.workloads[w].levels[0];
     let (fresh, repeated, system) = (level(0), level(1), level(2));
@@ -539,18 +549,22 @@ targets:
     max_concurrency: 2
 "#;
     let cfg = config::load(&write_config(yaml)).unwrap_or_else(|e| panic!("{e}"));
-    let r = llmprobe::sweep_once(&cfg, &[], false)
-        .await
-        .unwrap()
-        .remove(0);
+    let r = llmprobe::schedule::once::sweep(
+        &cfg,
+        &[],
+        std::sync::Arc::new(llmprobe::sweep::NoObserver),
+    )
+    .await
+    .unwrap()
+    .remove(0);
     let c = &r.workloads[0].capacity;
     assert_eq!(c.knee_concurrency, 2);
     assert!(c.knee_is_lower_bound);
     let why = c.stopped_because.as_deref().unwrap_or("");
     assert!(why.contains("max_concurrency (2)"), "{why}");
-    let table = llmprobe::terminal::table(std::slice::from_ref(&r));
+    let table = llmprobe::faces::text::table(std::slice::from_ref(&r));
     assert!(table.contains("knee: ≥ 2 "), "{table}");
-    let json: serde_json::Value = serde_json::from_str(&llmprobe::terminal::json(&[r])).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&llmprobe::faces::json::json(&[r])).unwrap();
     let capacity = &json["targets"][0]["workloads"][0]["capacity"];
     assert_eq!(capacity["knee_is_lower_bound"], true);
     let level = &json["targets"][0]["workloads"][0]["levels"][1];

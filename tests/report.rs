@@ -213,9 +213,9 @@ fn the_report_of_a_json_document_validates_and_carries_its_numbers() {
 #[test]
 fn a_document_read_back_writes_the_same_json() {
     let json = shipped_sweep_json();
-    let doc = llmprobe::terminal::read_json(json).unwrap();
+    let doc = llmprobe::faces::json::Document::read(json).unwrap();
     assert_eq!(doc.targets[0].workloads[0].capacity.knee_concurrency, 8);
-    let again = llmprobe::terminal::json_with_pairs(&doc.targets, &doc.gateway_pairs);
+    let again = llmprobe::faces::json::json_with_pairs(&doc.targets, &doc.gateway_pairs);
     assert_eq!(again.trim_end(), json.trim_end());
 }
 

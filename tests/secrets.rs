@@ -166,7 +166,7 @@ async fn check_config_sweep_output_logs_and_debug_never_show_the_key() {
         assert_eq!(t.api_key.as_ref().map(|k| k.expose()), Some(KEY));
     }
     assert_no_key("Debug of the config", &format!("{loaded:?} {loaded:#?}"));
-    assert_no_key("explain", &llmprobe::explain(&loaded));
+    assert_no_key("explain", &llmprobe::faces::explain::explain(&loaded));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,6 +1,11 @@
-//! The faces: what a person reads of the reports. `text` (the tables and
-//! the phrases the terminal and the HTML page share), `html` (the report
-//! page).
+//! The faces: what a person reads. `text` (the reports in words: the
+//! tables, and the phrases the HTML page shares), `json` (the one JSON
+//! document, written and read back), `html` (the report page), `progress`
+//! (the line on stderr during a one-shot sweep), `explain` (what
+//! `check-config` prints).
 
+pub mod explain;
 pub mod html;
+pub mod json;
+pub mod progress;
 pub mod text;

@@ -1,79 +1,15 @@
-//! Everything `llmprobe sweep` shows: the sweeps' and the gateway pairs'
-//! reports as tables (for a terminal) or one JSON document (for scripts),
-//! the progress line on stderr while they are measured, and reading such a
-//! JSON document back (`llmprobe report`).
+//! The reports in words: the sweeps' and the gateway pairs' tables that
+//! `llmprobe sweep` prints, and the phrases (knee, saturation, notes,
+//! errors) the HTML page shows as well. Pure text of the reports, below
+//! both faces.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use serde::{Deserialize, Serialize};
-
-use crate::config::{GatewayPair, Target, Workload};
 use crate::stats::report::{
     Capacity, LevelRole, LevelSummary, PairReport, SweepKind, SweepReport, WorkloadReport,
 };
 use crate::stats::sample::Outcome;
-use crate::sweep::Observer;
-
-/// Version of the JSON document's shape; bumped on incompatible changes.
-pub const JSON_FORMAT_VERSION: u32 = 1;
-
-#[derive(Serialize)]
-struct Document<'a> {
-    format_version: u32,
-    llmprobe_version: &'static str,
-    targets: &'a [SweepReport],
-    // Added without a version bump: readers of version 1 ignore unknown keys.
-    gateway_pairs: &'a [PairReport],
-}
-
-/// A JSON document read back (`llmprobe report`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct Results {
-    /// Shape of the document; only [`JSON_FORMAT_VERSION`] is read.
-    pub format_version: u32,
-    /// Version of llmprobe that wrote it.
-    pub llmprobe_version: String,
-    /// One report per target.
-    pub targets: Vec<SweepReport>,
-    /// Gateway pairs (absent from documents written before pairs existed).
-    #[serde(default)]
-    pub gateway_pairs: Vec<PairReport>,
-}
-
-/// Reads a document written by [`json_with_pairs`]; the error names the
-/// place in the document that could not be read.
-pub fn read_json(text: &str) -> Result<Results, String> {
-    let mut de = serde_json::Deserializer::from_str(text);
-    let results: Results =
-        serde_path_to_error::deserialize(&mut de).map_err(|e| match e.path().to_string() {
-            p if p == "." => e.inner().to_string(),
-            p => format!("{p}: {}", e.inner()),
-        })?;
-    if results.format_version != JSON_FORMAT_VERSION {
-        return Err(format!(
-            "format_version {} is not {JSON_FORMAT_VERSION}, the version this llmprobe reads",
-            results.format_version
-        ));
-    }
-    Ok(results)
-}
-
-/// The reports as one stable JSON document (documented in the README).
-pub fn json(reports: &[SweepReport]) -> String {
-    json_with_pairs(reports, &[])
-}
-
-/// The reports and the gateway pairs' measurements as one JSON document.
-pub fn json_with_pairs(reports: &[SweepReport], pairs: &[PairReport]) -> String {
-    let doc = Document {
-        format_version: JSON_FORMAT_VERSION,
-        llmprobe_version: env!("CARGO_PKG_VERSION"),
-        targets: reports,
-        gateway_pairs: pairs,
-    };
-    serde_json::to_string_pretty(&doc).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
-}
 
 fn secs(v: Option<f64>) -> String {
     match v {
@@ -444,32 +380,4 @@ pub fn pairs_table(pairs: &[PairReport]) -> String {
     }
     out.push('\n');
     out
-}
-
-/// The progress line on stderr, overwritten as a one-shot sweep goes: the
-/// level being measured, then the gateway pair being measured.
-pub struct Progress;
-
-impl Observer for Progress {
-    fn level_started(&self, target: &Target, workload: &Workload, concurrency: u32, requests: u64) {
-        eprint!(
-            "\r\x1b[2K{} / {}: concurrency {concurrency}, {requests} requests...",
-            target.name, workload.name
-        );
-    }
-}
-
-impl Progress {
-    /// A gateway pair's measurement starts.
-    pub fn pair_started(&self, pair: &GatewayPair) {
-        eprint!(
-            "\r\x1b[2Kgateway pair {}: {} requests per side...",
-            pair.name, pair.requests
-        );
-    }
-
-    /// Clears the line once everything is measured.
-    pub fn done(&self) {
-        eprint!("\r\x1b[2K");
-    }
 }

@@ -5,7 +5,10 @@
 //!
 //! Every instance exports every target it knows, owned or not
 //! (`llmprobe_fleet_target`), so that Prometheus can tell a target that no
-//! instance measures from one that does not exist.
+//! instance measures from one that does not exist: the fleet tells what it
+//! read and placed as plain data ([`Fleet::take_read_failures`],
+//! [`Fleet::file_counts`], [`Fleet::placement`]) and the daemon hands it to
+//! the metrics.
 
 pub mod file_sd;
 pub mod shard;
@@ -18,7 +21,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::config::{Config, ProcessEnv, Target};
-use crate::metrics::FleetMetrics;
 use file_sd::Watcher;
 
 /// `source` label of a target written under `targets:`.
@@ -30,7 +32,10 @@ pub const SOURCE_FILE_SD: &str = "file_sd";
 #[derive(Debug)]
 pub struct Fleet {
     watcher: Option<Watcher>,
-    metrics: Option<FleetMetrics>,
+    /// Discovery files whose read failed, since last taken.
+    read_failures: Vec<String>,
+    /// Where the known targets were placed at the last view.
+    placement: Placement,
     next_refresh: Instant,
     /// Duplicate names already logged, so each is logged once.
     reported_duplicates: BTreeSet<String>,
@@ -38,12 +43,33 @@ pub struct Fleet {
     last_share: Option<(usize, usize)>,
 }
 
+/// Where the known targets are placed, as of the last [`Fleet::view`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Placement {
+    /// Every known target: its name, its source ([`SOURCE_STATIC`] or
+    /// [`SOURCE_FILE_SD`]) and the shard that owns it.
+    pub targets: Vec<(String, &'static str, u32)>,
+    /// This instance's shard index.
+    pub shard_index: u32,
+    /// The number of shards.
+    pub shard_count: u32,
+    /// How many of the targets this instance owns.
+    pub owned: usize,
+}
+
+impl Default for Fleet {
+    fn default() -> Self {
+        Fleet::new()
+    }
+}
+
 impl Fleet {
-    /// A fleet with nothing read yet; `metrics` is None outside the daemon.
-    pub fn new(metrics: Option<FleetMetrics>) -> Fleet {
+    /// A fleet with nothing read yet.
+    pub fn new() -> Fleet {
         Fleet {
             watcher: None,
-            metrics,
+            read_failures: Vec::new(),
+            placement: Placement::default(),
             next_refresh: far_future(),
             reported_duplicates: BTreeSet::new(),
             last_share: None,
@@ -75,33 +101,41 @@ impl Fleet {
     fn read(&mut self, force: bool) -> bool {
         let Some(w) = &mut self.watcher else {
             self.next_refresh = far_future();
-            if let Some(m) = &self.metrics {
-                m.set_files(&[]);
-            }
             return false;
         };
         // Small local files: read inline rather than on a blocking thread,
         // which would need a multi-threaded runtime.
         let result = w.refresh(force, &ProcessEnv);
         self.next_refresh = Instant::now() + w.config().refresh_interval;
-        if let Some(m) = &self.metrics {
-            for f in &result.failed {
-                m.file_read_failed(&f.display().to_string());
-            }
-            let files: Vec<(String, usize, usize)> = w
-                .files()
-                .iter()
-                .map(|f| {
-                    (
-                        f.path.display().to_string(),
-                        f.targets.len(),
-                        f.invalid.len(),
-                    )
-                })
-                .collect();
-            m.set_files(&files);
-        }
+        self.read_failures
+            .extend(result.failed.iter().map(|f| f.display().to_string()));
         result.changed
+    }
+
+    /// The discovery files whose read failed since the last call, once
+    /// per failure (for a counter).
+    pub fn take_read_failures(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.read_failures)
+    }
+
+    /// Each discovery file as last read: `(file, valid targets, invalid
+    /// entries)`.
+    pub fn file_counts(&self) -> Vec<(String, usize, usize)> {
+        self.files()
+            .iter()
+            .map(|f| {
+                (
+                    f.path.display().to_string(),
+                    f.targets.len(),
+                    f.invalid.len(),
+                )
+            })
+            .collect()
+    }
+
+    /// Where the known targets were placed at the last [`Fleet::view`].
+    pub fn placement(&self) -> &Placement {
+        &self.placement
     }
 
     /// `config` with its targets replaced by the ones this instance
@@ -121,13 +155,15 @@ impl Fleet {
             .filter(|(_, _, o)| *o == s.index)
             .map(|(t, _, _)| Arc::clone(t))
             .collect();
-        if let Some(m) = &self.metrics {
-            let series: Vec<(&str, &str, u32)> = placed
+        self.placement = Placement {
+            targets: placed
                 .iter()
-                .map(|(t, source, o)| (t.name.as_str(), *source, *o))
-                .collect();
-            m.set_fleet(&series, s.index, s.count, owned.len());
-        }
+                .map(|(t, source, o)| (t.name.clone(), *source, *o))
+                .collect(),
+            shard_index: s.index,
+            shard_count: s.count,
+            owned: owned.len(),
+        };
         let share = (owned.len(), known);
         if self.last_share != Some(share) && (s.count > 1 || config.fleet.file_sd.is_some()) {
             tracing::info!(
@@ -214,7 +250,7 @@ fn far_future() -> Instant {
 
 /// The targets one instance would measure now, read once (for `sweep`).
 pub fn view_once(config: &Config) -> Config {
-    let mut fleet = Fleet::new(None);
+    let mut fleet = Fleet::new();
     fleet.configure(config);
     fleet.view(config)
 }
@@ -224,7 +260,7 @@ pub fn view_once(config: &Config) -> Config {
 pub fn explain(config: &Config) -> String {
     let mut out = String::new();
     let s = config.fleet.shard;
-    let mut fleet = Fleet::new(None);
+    let mut fleet = Fleet::new();
     fleet.configure(config);
     let view = fleet.view(config);
     if let Some(fs) = &config.fleet.file_sd {

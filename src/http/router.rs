@@ -22,8 +22,10 @@ use axum::routing::{get, post};
 use axum::Router;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::faces::html::escape::{escape, path_segment};
+use crate::faces::html::page;
+use crate::faces::html::settings::TargetSettings;
 use crate::metrics::{Metrics, TEXT_CONTENT_TYPE};
-use crate::report_html::{self, escape, path_segment, TargetSettings};
 use crate::stats::report::TargetStatus;
 
 /// How long `POST /-/reload` waits for the reload to finish before answering
@@ -164,7 +166,7 @@ async fn target_page(State(state): State<AppState>, Path(name): Path<String>) ->
         Some(t) => Html(render_target(t, SystemTime::now())).into_response(),
         None => (
             StatusCode::NOT_FOUND,
-            Html(report_html::document(
+            Html(page::document(
                 "llmprobe: no such target",
                 &format!(
                     "<h1>No target named {}</h1>\n<p><a href=\"/\">all targets</a></p>\n",
@@ -185,7 +187,7 @@ fn sweep_section(t: &TargetStatus, id: &str) -> String {
     match &t.report {
         Some(r) => {
             let settings = t.target.as_deref().map(TargetSettings::from_target);
-            report_html::target_section(r, settings.as_ref(), id)
+            page::target_section(r, settings.as_ref(), id)
         }
         None => format!(
             "<section class=\"target\" id=\"{}\"><div class=\"head\"><h2>{}</h2>\
@@ -205,7 +207,7 @@ fn render_target(t: &TargetStatus, now: SystemTime) -> String {
         escape(&last_measured(t.last_success_unix, now)),
         sweep_section(t, "target")
     );
-    report_html::document(&format!("llmprobe: {}", t.name), &body)
+    page::document(&format!("llmprobe: {}", t.name), &body)
 }
 
 /// The index page; `now` is a parameter so the page is testable.
@@ -247,7 +249,7 @@ fn render_index(targets: &[TargetStatus], now: SystemTime, ready: bool) -> Strin
             page.push_str(&sweep_section(t, &format!("target-{i}")));
         }
     }
-    report_html::document("llmprobe", &page)
+    page::document("llmprobe", &page)
 }
 
 /// "2024-01-01T00:00:00Z (5m 3s ago)", or "never".

@@ -18,6 +18,8 @@ use std::time::Duration;
 
 use prometheus::{GaugeVec, Opts, Registry};
 
+use crate::metrics::names::{self, Spec};
+
 /// What the rules need of one target's configuration (plain values, so that
 /// this module does not depend on the configuration types).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -33,8 +35,7 @@ pub struct TargetLimits {
 }
 
 /// Owns the configuration gauges of every measured target.
-#[derive(Clone)]
-pub struct ConfigInfo {
+pub(crate) struct ConfigInfo {
     p95_latency: GaugeVec,
     max_shed_ratio: GaugeVec,
     max_error_ratio: GaugeVec,
@@ -50,34 +51,22 @@ impl std::fmt::Debug for ConfigInfo {
 impl ConfigInfo {
     /// Creates the gauges and registers them with `registry` (once per
     /// registry, as [`super::Metrics`]).
-    pub fn new(registry: &Registry) -> Result<ConfigInfo, prometheus::Error> {
-        let gauge = |name: &str, help: &str| {
-            let g = GaugeVec::new(Opts::new(name, help), &["target"])?;
+    pub(crate) fn new(registry: &Registry) -> Result<ConfigInfo, prometheus::Error> {
+        let gauge = |spec: &Spec| {
+            let g = GaugeVec::new(Opts::new(spec.name, spec.help), spec.labels)?;
             registry.register(Box::new(g.clone()))?;
             Ok::<_, prometheus::Error>(g)
         };
         Ok(ConfigInfo {
-            p95_latency: gauge(
-                "llmprobe_target_slo_p95_latency_seconds",
-                "The target's SLO: highest acceptable p95 request latency of a level (slo.p95_latency).",
-            )?,
-            max_shed_ratio: gauge(
-                "llmprobe_target_slo_max_shed_ratio",
-                "The target's SLO: highest acceptable fraction of shed (503/429) requests of a level (slo.max_shed_ratio).",
-            )?,
-            max_error_ratio: gauge(
-                "llmprobe_target_slo_max_error_ratio",
-                "The target's SLO: highest acceptable fraction of otherwise failed requests of a level (slo.max_error_ratio).",
-            )?,
-            interval: gauge(
-                "llmprobe_schedule_interval_seconds",
-                "Time between two sweeps of the target, before jitter (schedule.interval).",
-            )?,
+            p95_latency: gauge(&names::TARGET_SLO_P95_LATENCY)?,
+            max_shed_ratio: gauge(&names::TARGET_SLO_MAX_SHED_RATIO)?,
+            max_error_ratio: gauge(&names::TARGET_SLO_MAX_ERROR_RATIO)?,
+            interval: gauge(&names::SCHEDULE_INTERVAL)?,
         })
     }
 
     /// Sets (or replaces) the gauges of `target`.
-    pub fn set_target(&self, target: &str, limits: &TargetLimits) {
+    pub(crate) fn set_target(&self, target: &str, limits: &TargetLimits) {
         let set = |g: &GaugeVec, v: f64| g.with_label_values(&[target]).set(v);
         set(&self.p95_latency, limits.p95_latency.as_secs_f64());
         set(&self.max_shed_ratio, limits.max_shed_ratio);
@@ -86,7 +75,7 @@ impl ConfigInfo {
     }
 
     /// Removes the gauges of a target that is no longer measured here.
-    pub fn forget_target(&self, target: &str) {
+    pub(crate) fn forget_target(&self, target: &str) {
         for g in [
             &self.p95_latency,
             &self.max_shed_ratio,

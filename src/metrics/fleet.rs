@@ -11,8 +11,8 @@ use crate::metrics::counter;
 use crate::metrics::names::{self, Spec};
 
 /// Metrics of target discovery from files and of sharding (see `fleet`),
-/// registered next to [`Metrics`] on the same registry.
-pub struct FleetMetrics {
+/// a part of [`super::Metrics`].
+pub(crate) struct FleetMetrics {
     read_errors: IntCounterVec,
     file_targets: IntGaugeVec,
     file_invalid: IntGaugeVec,
@@ -38,7 +38,7 @@ impl fmt::Debug for FleetMetrics {
 
 impl FleetMetrics {
     /// Creates the discovery and sharding metrics and registers them.
-    pub fn new(registry: &Registry) -> Result<FleetMetrics, prometheus::Error> {
+    pub(crate) fn new(registry: &Registry) -> Result<FleetMetrics, prometheus::Error> {
         let gauge = |spec: &Spec| {
             let g = IntGaugeVec::new(Opts::new(spec.name, spec.help), spec.labels)?;
             registry.register(Box::new(g.clone()))?;
@@ -56,13 +56,13 @@ impl FleetMetrics {
     }
 
     /// Counts a failed read of a discovery file.
-    pub fn file_read_failed(&self, file: &str) {
+    pub(crate) fn file_read_failed(&self, file: &str) {
         self.read_errors.with_label_values(&[file]).inc();
     }
 
     /// Replaces the per-file series: `(file, valid targets, invalid entries)`;
     /// files not listed any more lose their series.
-    pub fn set_files(&self, files: &[(String, usize, usize)]) {
+    pub(crate) fn set_files(&self, files: &[(String, usize, usize)]) {
         let mut exported = self.exported.lock().unwrap_or_else(PoisonError::into_inner);
         let now: BTreeSet<String> = files.iter().map(|(f, _, _)| f.clone()).collect();
         for gone in exported.files.difference(&now) {
@@ -85,7 +85,13 @@ impl FleetMetrics {
 
     /// Replaces the fleet series: every known target as `(name, source,
     /// owning shard)`, this instance's shard and how many targets it owns.
-    pub fn set_fleet(&self, targets: &[(&str, &str, u32)], index: u32, count: u32, owned: usize) {
+    pub(crate) fn set_fleet(
+        &self,
+        targets: &[(&str, &str, u32)],
+        index: u32,
+        count: u32,
+        owned: usize,
+    ) {
         let mut exported = self.exported.lock().unwrap_or_else(PoisonError::into_inner);
         let now: BTreeSet<[String; 3]> = targets
             .iter()

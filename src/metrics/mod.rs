@@ -1,7 +1,9 @@
-//! Every Prometheus metric llmprobe exports, owned by one [`Metrics`]. This is
-//! the only module that uses the `prometheus` crate, so metric names and
-//! labels (a contract with dashboards and alert rules) live in one place:
-//! [`names`]. Its parts:
+//! Every Prometheus metric llmprobe exports, owned by one [`Metrics`]: no
+//! other module registers a family, and every family's name, help and
+//! labels (a contract with dashboards and alert rules) live in one place,
+//! [`names`]. Callers hand it plain data (reports, samples, the fleet's
+//! counts), so the layers that gather that data never see Prometheus. Its
+//! parts:
 //! - [`names`]: every family's name, help and labels, and the label values
 //!   metrics own;
 //! - `running`: running totals over every measured request (histograms and
@@ -10,8 +12,10 @@
 //!   written when a sweep ends;
 //! - `exposition`: one scrape, written in chunks as the body is sent;
 //! - `daemon`: the daemon's own state (sweeps counted, in flight, reloads);
-//! - [`FleetMetrics`] (`fleet`): target discovery and sharding.
+//! - `fleet`: target discovery and sharding;
+//! - `config_info`: each measured target's SLO and interval.
 
+mod config_info;
 mod daemon;
 mod exposition;
 mod fleet;
@@ -38,21 +42,22 @@ use names::Spec;
 use results::Results;
 use running::RunningTotals;
 
+use config_info::ConfigInfo;
+pub use config_info::TargetLimits;
 pub use daemon::InFlightGuard;
-pub use fleet::FleetMetrics;
-
-pub mod config_info;
-pub use config_info::{ConfigInfo, TargetLimits};
+use fleet::FleetMetrics;
 
 /// Content type of [`Metrics::encode`]'s output (text exposition format 0.0.4).
 pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Owns every metric handle of llmprobe but the fleet's; see the module comment.
+/// Owns every metric handle of llmprobe; see the module comment.
 pub struct Metrics {
     registry: Registry,
     running: RunningTotals,
     daemon: DaemonState,
     results: Results,
+    fleet: FleetMetrics,
+    config_info: ConfigInfo,
 }
 
 impl fmt::Debug for Metrics {
@@ -111,7 +116,14 @@ impl Metrics {
             running,
             daemon,
             results: Results::default(),
+            fleet: FleetMetrics::new(registry)?,
+            config_info: ConfigInfo::new(registry)?,
         })
+    }
+
+    /// [`Metrics::new`] on a registry of its own: the daemon's.
+    pub fn on_own_registry() -> Result<Metrics, prometheus::Error> {
+        Metrics::new(&Registry::new())
     }
 
     /// Adds one measured request to the running totals.
@@ -166,13 +178,38 @@ impl Metrics {
         self.daemon.request_in_flight()
     }
 
-    /// Removes every series of `target`: sweep results, info, and running
-    /// totals. Call it once the target's tasks have stopped (a request
-    /// observed afterwards would create its series again).
+    /// Removes every series of `target`: sweep results, info, running
+    /// totals and configured limits. Call it once the target's tasks have
+    /// stopped (a request observed afterwards would create its series again).
     pub fn forget_target(&self, target: &str) {
         self.results.forget_target(target);
         self.running.forget(target);
         self.daemon.forget(target);
+        self.config_info.forget_target(target);
+    }
+
+    /// Sets (or replaces) the configured limits of a measured target: its
+    /// SLO and interval, for alert rules.
+    pub fn set_target_limits(&self, target: &str, limits: &TargetLimits) {
+        self.config_info.set_target(target, limits);
+    }
+
+    /// Counts a failed read of a discovery file.
+    pub fn discovery_read_failed(&self, file: &str) {
+        self.fleet.file_read_failed(file);
+    }
+
+    /// Replaces the per-file discovery series: `(file, valid targets,
+    /// invalid entries)`; files not listed any more lose their series.
+    pub fn set_discovery_files(&self, files: &[(String, usize, usize)]) {
+        self.fleet.set_files(files);
+    }
+
+    /// Replaces the fleet series: every known target as `(name, source,
+    /// owning shard)`, this instance's shard `index` of `count` and how many
+    /// targets it owns.
+    pub fn set_fleet(&self, targets: &[(&str, &str, u32)], index: u32, count: u32, owned: usize) {
+        self.fleet.set_fleet(targets, index, count, owned);
     }
 
     /// Removes every gateway overhead series of `pair`.

@@ -168,6 +168,35 @@ pub const SHARD_INFO: Spec = Spec {
 };
 
 // ---------------------------------------------------------------------------
+// Each measured target's configured limits (registered; see `config_info`).
+// ---------------------------------------------------------------------------
+
+/// The SLO's p95 latency limit of a target.
+pub const TARGET_SLO_P95_LATENCY: Spec = Spec {
+    name: "llmprobe_target_slo_p95_latency_seconds",
+    help: "The target's SLO: highest acceptable p95 request latency of a level (slo.p95_latency).",
+    labels: TARGET,
+};
+/// The SLO's shed ratio limit of a target.
+pub const TARGET_SLO_MAX_SHED_RATIO: Spec = Spec {
+    name: "llmprobe_target_slo_max_shed_ratio",
+    help: "The target's SLO: highest acceptable fraction of shed (503/429) requests of a level (slo.max_shed_ratio).",
+    labels: TARGET,
+};
+/// The SLO's error ratio limit of a target.
+pub const TARGET_SLO_MAX_ERROR_RATIO: Spec = Spec {
+    name: "llmprobe_target_slo_max_error_ratio",
+    help: "The target's SLO: highest acceptable fraction of otherwise failed requests of a level (slo.max_error_ratio).",
+    labels: TARGET,
+};
+/// The interval a target's loop runs with.
+pub const SCHEDULE_INTERVAL: Spec = Spec {
+    name: "llmprobe_schedule_interval_seconds",
+    help: "Time between two sweeps of the target, before jitter (schedule.interval).",
+    labels: TARGET,
+};
+
+// ---------------------------------------------------------------------------
 // Results of the latest sweeps and pair measurements (written as text when
 // a sweep ends; see `results`).
 // ---------------------------------------------------------------------------

@@ -119,6 +119,9 @@ fn certificates(shown: &str, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>,
     Ok(certs)
 }
 
+/// Time limit on opening a connection to a target.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// The HTTP clients of a configuration: a shared one, and one per distinct
 /// TLS setting of its targets. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -137,6 +140,12 @@ impl Clients {
             shared: Client::new(connect_timeout)?,
             custom: Arc::default(),
         })
+    }
+
+    /// The clients of `config` from scratch, connecting within
+    /// [`CONNECT_TIMEOUT`]: the daemon's start and a one-shot sweep.
+    pub fn of(config: &Config) -> Result<Clients, String> {
+        Clients::new(CONNECT_TIMEOUT)?.for_config(config)
     }
 
     /// The clients `config` needs (its targets' TLS settings and the one

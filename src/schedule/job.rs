@@ -1,7 +1,9 @@
 //! What one loop of the schedule does, for either kind of job: wait for its
 //! stagger offset, reach its endpoints, then measure, publish and wait a
 //! jittered interval, until cancelled. A target's loop sweeps it (behind its
-//! idle gate); a gateway pair's loop measures the pair interleaved.
+//! idle gate); a gateway pair's loop measures the pair interleaved. The
+//! one-shot `llmprobe sweep` ([`super::once`]) reaches and measures a job
+//! the same way, once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,7 +38,7 @@ pub(crate) enum Job {
 
 /// A job with its endpoints reached, held for the loop's lifetime
 /// (dropping it stops a simulated engine started for the job).
-enum Reached<'a> {
+pub(crate) enum Reached<'a> {
     Target(&'a Arc<Target>, Reachable),
     Pair {
         pair: &'a GatewayPair,
@@ -46,7 +48,7 @@ enum Reached<'a> {
 }
 
 /// What one round of a job measured.
-enum Measured<'a> {
+pub(crate) enum Measured<'a> {
     // Boxed, both: reports are hundreds of bytes on the stack.
     Sweep(&'a Target, Box<SweepReport>),
     Pair(Box<PairReport>),
@@ -82,8 +84,12 @@ pub(crate) async fn run(
     // The futures of a round are boxed: held inline, the largest of them
     // made every idle loop's task about 12 KB (heaptrack, 200 targets), for
     // a future that only lives while it runs.
-    let Some(reached) = Box::pin(job.reach()).await else {
-        return;
+    let reached = match Box::pin(job.reach()).await {
+        Ok(r) => r,
+        Err(e) => {
+            job.unreachable(&e);
+            return;
+        }
     };
     job.started(&out);
     // A new loop (first start, or a reload that changed the target) starts
@@ -122,17 +128,11 @@ impl Job {
         std::iter::once(first).chain(second)
     }
 
-    /// Resolves the job's endpoints, starting simulated engines; None (and
-    /// logged) when one cannot be reached.
-    async fn reach(&self) -> Option<Reached<'_>> {
+    /// Resolves the job's endpoints, starting simulated engines; the error
+    /// of the first that cannot be reached.
+    pub(crate) async fn reach(&self) -> Result<Reached<'_>, String> {
         match self {
-            Job::Target(target) => match endpoint::reach(target).await {
-                Ok(r) => Some(Reached::Target(target, r)),
-                Err(e) => {
-                    tracing::error!(target_name = %target.name, error = %e, "cannot reach target");
-                    None
-                }
-            },
+            Job::Target(target) => Ok(Reached::Target(target, endpoint::reach(target).await?)),
             Job::Pair {
                 pair,
                 direct,
@@ -141,16 +141,25 @@ impl Job {
                 endpoint::reach(direct).await,
                 endpoint::reach(through).await,
             ) {
-                (Ok(d), Ok(t)) => Some(Reached::Pair {
+                (Ok(d), Ok(t)) => Ok(Reached::Pair {
                     pair,
                     direct: (direct, d),
                     through: (through, t),
                 }),
-                (Err(e), _) | (_, Err(e)) => {
-                    tracing::error!(pair = %pair.name, error = %e, "cannot reach a target of the gateway pair");
-                    None
-                }
+                (Err(e), _) | (_, Err(e)) => Err(e),
             },
+        }
+    }
+
+    /// Logs that the job's endpoints could not be reached: its loop ends.
+    fn unreachable(&self, error: &str) {
+        match self {
+            Job::Target(target) => {
+                tracing::error!(target_name = %target.name, error = %error, "cannot reach target");
+            }
+            Job::Pair { pair, .. } => {
+                tracing::error!(pair = %pair.name, error = %error, "cannot reach a target of the gateway pair");
+            }
         }
     }
 
@@ -201,7 +210,7 @@ impl Job {
 impl Reached<'_> {
     /// One round: a sweep of the target (full, or warm as `plan` says), or
     /// one measurement of the pair.
-    async fn measure(
+    pub(crate) async fn measure(
         &self,
         env: &SweepEnv,
         time_limit: Duration,
@@ -234,6 +243,22 @@ impl Reached<'_> {
 }
 
 impl Measured<'_> {
+    /// The sweep's report; None for a pair's.
+    pub(crate) fn into_sweep(self) -> Option<SweepReport> {
+        match self {
+            Measured::Sweep(_, report) => Some(*report),
+            Measured::Pair(_) => None,
+        }
+    }
+
+    /// The pair's report; None for a sweep's.
+    pub(crate) fn into_pair(self) -> Option<PairReport> {
+        match self {
+            Measured::Sweep(..) => None,
+            Measured::Pair(report) => Some(*report),
+        }
+    }
+
     /// Logs and exports a finished round.
     fn publish(&self, out: &Outputs) {
         match self {

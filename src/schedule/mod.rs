@@ -5,12 +5,14 @@
 //! removed ones are cancelled and, once their loops have ended, their series
 //! dropped; changed ones restarted; new ones started. A loop started under
 //! the name of one that was stopped waits for that one to end (and be
-//! forgotten) first. What one loop does is [`job`]'s.
+//! forgotten) first. What one loop does is [`job`]'s; [`once`] is the
+//! one-shot `llmprobe sweep`, measuring each job as one round of its loop.
 
 pub mod endpoint;
 pub mod idle_gate;
 mod job;
 mod log;
+pub mod once;
 pub mod warm_start;
 
 use std::collections::BTreeMap;
@@ -22,7 +24,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Schedule, Target, Workload};
-use crate::metrics::{ConfigInfo, Metrics, TargetLimits};
+use crate::metrics::{Metrics, TargetLimits};
 use crate::probe::tls::Clients;
 use crate::stats::report::TargetStatus;
 use crate::stats::sample::Sample;
@@ -75,8 +77,6 @@ pub struct Scheduler {
     /// late forget never drops a new loop's series.
     stopping: BTreeMap<LoopKey, CancellationToken>,
     root: CancellationToken,
-    /// Each measured target's SLO and interval, for alert rules.
-    config_info: Option<ConfigInfo>,
 }
 
 /// Feeds every measured request into the running totals.
@@ -130,14 +130,7 @@ impl Scheduler {
             running: BTreeMap::new(),
             stopping: BTreeMap::new(),
             root: CancellationToken::new(),
-            config_info: None,
         }
-    }
-
-    /// Exports each measured target's SLO and interval on `info`.
-    pub fn with_config_info(mut self, info: ConfigInfo) -> Self {
-        self.config_info = Some(info);
-        self
     }
 
     /// The HTTP clients of the current configuration.
@@ -242,9 +235,10 @@ impl Scheduler {
                 .entry(target.name.clone())
                 .or_insert_with(|| TargetStatus::new(&target.name, &target.model))
                 .target = Some(target.clone());
-            if let Some(info) = &self.config_info {
-                info.set_target(&target.name, &limits(target, schedule));
-            }
+            // Each measured target's SLO and interval, for alert rules.
+            self.out
+                .metrics
+                .set_target_limits(&target.name, &limits(target, schedule));
         }
         let cancel = self.root.child_token();
         let ended = CancellationToken::new();
@@ -293,7 +287,6 @@ impl Scheduler {
         }
         let guard = done.drop_guard();
         let out = self.out.clone();
-        let config_info = self.config_info.clone();
         let learned = self.env.as_ref().map(|e| e.learned.clone());
         tokio::spawn(async move {
             let _guard = guard;
@@ -304,9 +297,6 @@ impl Scheduler {
                 match key {
                     LoopKey::Target(name) => {
                         out.metrics.forget_target(&name);
-                        if let Some(info) = &config_info {
-                            info.forget_target(&name);
-                        }
                         if let Some(learned) = &learned {
                             learned.forget(&name);
                         }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{MaxTokensField, Target, Workload};
+use crate::config::{GatewayPair, MaxTokensField, Target, Workload};
 use crate::probe::tls::Clients;
 use crate::stats::knee;
 use crate::stats::level;
@@ -41,6 +41,8 @@ pub trait Observer: Send + Sync {
         _requests: u64,
     ) {
     }
+    /// A one-shot measurement of a gateway pair is about to start.
+    fn pair_started(&self, _pair: &GatewayPair) {}
     /// A request took a place in the global cap; it is given back when the
     /// returned guard (if any) is dropped.
     fn in_flight(&self) -> Option<Box<dyn Send>> {

@@ -9,7 +9,7 @@
 
 use std::fmt::Write;
 
-use super::escape;
+use super::escape::escape;
 
 /// Size of the drawing, in SVG user units (it scales with its box).
 const WIDTH: f64 = 400.0;

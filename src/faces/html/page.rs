@@ -7,11 +7,12 @@ use std::fmt::Write;
 use std::time::{Duration, UNIX_EPOCH};
 
 use super::charts::{LineChart, Rule, RuleKind, Series, Unit};
-use super::escape;
+use super::escape::escape;
 use super::settings::{Settings, TargetSettings};
+use crate::faces::json::Document;
+use crate::faces::text;
 use crate::stats::report::PairReport;
 use crate::stats::report::{LevelRole, LevelSummary, Percentiles, SweepReport, WorkloadReport};
-use crate::terminal::{self, Results};
 
 /// The page's only style sheet, inline so that the file opens anywhere.
 pub const STYLE: &str = r#"
@@ -105,7 +106,7 @@ pub fn document(title: &str, body: &str) -> String {
 
 /// The report of a JSON document (or of a sweep just run): every target,
 /// then the gateway pairs. `settings` adds each target's configuration.
-pub fn report(results: &Results, settings: &Settings) -> String {
+pub fn report(results: &Document, settings: &Settings) -> String {
     let mut body = String::new();
     let _ = writeln!(body, "<header>\n<h1>llmprobe sweep report</h1>");
     let _ = writeln!(
@@ -259,7 +260,7 @@ pub fn target_section(r: &SweepReport, settings: Option<&TargetSettings>, id: &s
     let _ = writeln!(
         out,
         "<h3>As printed by <code>llmprobe sweep</code></h3>\n<pre>{}</pre>\n</section>",
-        escape(terminal::table(std::slice::from_ref(r)).trim_end())
+        escape(text::table(std::slice::from_ref(r)).trim_end())
     );
     out
 }
@@ -286,7 +287,7 @@ fn verdict(w: &WorkloadReport) -> String {
         "none".to_string()
     } else {
         // "≥ 32" when no measured level broke the SLO.
-        terminal::knee(c)
+        text::knee(c)
     };
     let _ = write!(
         out,
@@ -305,7 +306,7 @@ fn verdict(w: &WorkloadReport) -> String {
     let _ = writeln!(
         out,
         "<p><b>Saturation:</b> {}</p>",
-        escape(&terminal::saturation(c))
+        escape(&text::saturation(c))
     );
     match &c.stopped_because {
         Some(why) => {
@@ -313,7 +314,7 @@ fn verdict(w: &WorkloadReport) -> String {
         }
         None => out.push_str("<p><b>Climb:</b> every configured level was measured.</p>\n"),
     }
-    let notes = terminal::notes(w);
+    let notes = text::notes(w);
     if !notes.is_empty() {
         out.push_str("<ul>");
         for n in notes {
@@ -549,7 +550,7 @@ fn counts_table(levels: &[LevelSummary]) -> String {
             l.requests,
             l.outcomes.get("ok").copied().unwrap_or(0),
             l.shed(),
-            terminal::errors(l),
+            text::errors(l),
             l.ttft_seconds.count,
             l.latency_seconds.count,
             l.inter_token_latency_seconds.count,
@@ -662,7 +663,7 @@ mod tests {
         }
     }
 
-    fn hostile_results() -> Results {
+    fn hostile_results() -> Document {
         let side = |target: &str| SideSummary {
             target: target.to_string(),
             requests: 4,
@@ -671,7 +672,7 @@ mod tests {
             ttft_seconds: pct(0.0005),
             first_error: Some(HOSTILE.into()),
         };
-        Results {
+        Document {
             format_version: 1,
             llmprobe_version: HOSTILE.into(),
             targets: vec![SweepReport {

@@ -1,0 +1,129 @@
+//! What `llmprobe check-config` prints: a valid configuration's account of
+//! what the daemon will do with it, in words.
+
+use std::fmt::Write;
+
+use crate::config::{self, Config};
+
+/// A human-readable account of what a valid configuration will do.
+pub fn explain(config: &Config) -> String {
+    let mut out = String::new();
+    let s = &config.schedule;
+    let _ = writeln!(out, "configuration {} is valid", config.path.display());
+    let _ = writeln!(
+        out,
+        "listen: {} (reload endpoint {})",
+        config.listen,
+        if config.web.enable_reload {
+            "on"
+        } else {
+            "off"
+        }
+    );
+    let _ = writeln!(
+        out,
+        "web: {}, {}",
+        if config.web.tls.is_some() {
+            "HTTPS"
+        } else {
+            "plain HTTP"
+        },
+        if !config.web.basic_auth_users.is_empty() {
+            "basic auth required (except /healthz, /readyz)"
+        } else {
+            "no authentication"
+        }
+    );
+    let _ = writeln!(
+        out,
+        "schedule: every {} + up to {:.0}% jitter, at most {} requests in flight in all, sweeps limited to {}",
+        humantime::format_duration(s.interval),
+        s.jitter * 100.0,
+        s.max_in_flight_total,
+        humantime::format_duration(s.sweep_timeout)
+    );
+    out.push_str(&crate::fleet::explain(config));
+    for t in &config.targets {
+        let endpoint = match &t.endpoint {
+            config::Endpoint::Url(u) => u.clone(),
+            config::Endpoint::Simulator(p) => format!("built-in simulated engine ({:?})", p.engine),
+        };
+        let _ = writeln!(out, "target {}: {} model {}", t.name, endpoint, t.model);
+        let _ = writeln!(
+            out,
+            "  key: {}; levels {:?}; warm-up {}; request timeout {}",
+            if t.api_key.is_some() { "set" } else { "none" },
+            t.levels,
+            t.warmup_requests,
+            humantime::format_duration(t.request_timeout)
+        );
+        if let Some(tls) = &t.tls {
+            let _ = writeln!(
+                out,
+                "  TLS: roots {}; client certificate {}",
+                tls.ca_file
+                    .as_ref()
+                    .map_or("built-in".into(), |f| format!("from {}", f.display())),
+                tls.identity
+                    .as_ref()
+                    .map_or("none".into(), |i| i.cert_file.display().to_string())
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  SLO: p95 latency <= {}, shed ratio <= {}, error ratio <= {}; recommended max_in_flight = floor(knee x {})",
+            humantime::format_duration(t.slo.p95_latency),
+            t.slo.max_shed_ratio,
+            t.slo.max_error_ratio,
+            t.headroom
+        );
+        let _ = writeln!(
+            out,
+            "  gentle sweeps: early stop {}; refinement between levels {}; {}",
+            if t.early_stop { "on" } else { "off" },
+            match t.refine_resolution {
+                config::gentle::Resolution::Off => "off".to_string(),
+                r => format!("to {r}"),
+            },
+            match t.full_sweep_every {
+                0 | 1 => "every daemon sweep climbs from the lowest level".to_string(),
+                n => format!("the daemon climbs in full every {n} sweeps, the others start near the last knee"),
+            }
+        );
+        let _ = writeln!(
+            out,
+            "  output limit: {}",
+            match t.max_tokens_field {
+                Some(f) => format!("sent as `{}` (configured)", f.as_str()),
+                None =>
+                    "sent as `max_completion_tokens`, checked at warm-up (`max_tokens`, then both, \
+                         if the server does not honour it); set max_tokens_field to skip the check"
+                        .to_string(),
+            }
+        );
+        for w in &t.workloads {
+            let _ = writeln!(
+                out,
+                "  workload {}: {} prompts, max {} output tokens, temperature {}, prefix cache: {}",
+                w.name,
+                w.prompts.len(),
+                w.max_completion_tokens,
+                w.temperature,
+                match w.prefix_cache {
+                    config::PrefixCache::Unique => "unique (a new marker starts every prompt)",
+                    config::PrefixCache::Shared => "shared (prompts sent as written)",
+                    config::PrefixCache::SharedSystemPrompt =>
+                        "shared system prompt (a new marker starts the first message after it)",
+                }
+            );
+        }
+    }
+    for p in &config.gateway_pairs {
+        let _ = writeln!(
+            out,
+            "gateway pair {}: {} (direct) vs {} (through), interleaved, {} requests per side at concurrency {}, workload {}",
+            p.name, p.direct, p.through, p.requests, p.concurrency, p.workload.name
+        );
+    }
+    out
+}

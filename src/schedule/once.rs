@@ -1,0 +1,93 @@
+//! The one-shot path of `llmprobe sweep`: every selected target swept once,
+//! then every selected gateway pair measured once, one after the other,
+//! reached and measured as one round of their daemon loop ([`super::job`])
+//! does, with nothing to cancel them but the process's end.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::fleet;
+use crate::probe::tls::Clients;
+use crate::schedule::job::Job;
+use crate::stats::report::{PairReport, SweepReport};
+use crate::sweep::interleaved::pair_targets;
+use crate::sweep::{Observer, SweepEnv};
+
+/// One full sweep of each selected target now (all when `only` is empty):
+/// discovered targets too, and only this instance's shard, as the daemon.
+/// `observer` sees the levels start.
+pub async fn sweep(
+    config: &Config,
+    only: &[String],
+    observer: Arc<dyn Observer>,
+) -> Result<Vec<SweepReport>, String> {
+    let config = &fleet::view_once(config);
+    for name in only {
+        if !config.targets.iter().any(|t| &t.name == name) {
+            return Err(format!(
+                "no target named `{name}` in {}",
+                config.path.display()
+            ));
+        }
+    }
+    let env = env(config, observer)?;
+    let mut reports = Vec::new();
+    for target in &config.targets {
+        if !only.is_empty() && !only.contains(&target.name) {
+            continue;
+        }
+        let job = Job::Target(target.clone());
+        let reached = job.reach().await?;
+        let measured = reached
+            .measure(&env, config.schedule.sweep_timeout, None)
+            .await;
+        reports.extend(measured.into_sweep());
+    }
+    Ok(reports)
+}
+
+/// Measures the gateway pairs of `config` once, one after the other. With
+/// `only` non-empty, only pairs whose two targets are both in it.
+/// `observer` sees each pair start.
+pub async fn measure_pairs(
+    config: &Config,
+    only: &[String],
+    observer: Arc<dyn Observer>,
+) -> Result<Vec<PairReport>, String> {
+    let env = env(config, observer.clone())?;
+    let mut reports = Vec::new();
+    for pair in &config.gateway_pairs {
+        let selected = |name: &String| only.is_empty() || only.contains(name);
+        if !selected(&pair.direct) || !selected(&pair.through) {
+            continue;
+        }
+        let Some((direct, through)) = pair_targets(config, pair) else {
+            continue;
+        };
+        observer.pair_started(pair);
+        let job = Job::Pair {
+            pair: pair.clone(),
+            direct: direct.clone(),
+            through: through.clone(),
+        };
+        let reached = job.reach().await?;
+        let measured = reached
+            .measure(&env, config.schedule.sweep_timeout, None)
+            .await;
+        reports.extend(measured.into_pair());
+    }
+    Ok(reports)
+}
+
+/// The environment of a one-shot sweep: the configuration's clients and
+/// global cap, and a cancel token nobody fires.
+fn env(config: &Config, observer: Arc<dyn Observer>) -> Result<SweepEnv, String> {
+    Ok(SweepEnv::new(
+        Clients::of(config)?,
+        config.schedule.max_in_flight_total,
+        CancellationToken::new(),
+        observer,
+    ))
+}
