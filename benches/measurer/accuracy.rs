@@ -198,7 +198,7 @@ pub async fn accuracy(scale: usize) {
     let target = config.targets.first().expect("one target").clone();
     let collect = Arc::new(Collect::default());
     let env = SweepEnv::new(
-        Clients::new(llmprobe::CONNECT_TIMEOUT)
+        Clients::new(llmprobe::probe::tls::CONNECT_TIMEOUT)
             .and_then(|c| c.for_config(&config))
             .expect("clients"),
         config.schedule.max_in_flight_total,
