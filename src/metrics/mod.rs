@@ -1,7 +1,7 @@
-//! Every Prometheus metric llmprobe exports, owned by one [`Metrics`]: no
-//! other module registers a family, and every family's name, help and
-//! labels (a contract with dashboards and alert rules) live in one place,
-//! [`names`]. Callers hand it plain data (reports, samples, the fleet's
+//! Every Prometheus metric llmprobe exports, owned by one [`Metrics`]. This
+//! is the only module that uses the `prometheus` crate (the daemon's
+//! registry included), and every family's name, help and labels (a
+//! contract with dashboards and alert rules) live in one place, [`names`]. Callers hand it plain data (reports, samples, the fleet's
 //! counts), so the layers that gather that data never see Prometheus. Its
 //! parts:
 //! - [`names`]: every family's name, help and labels, and the label values

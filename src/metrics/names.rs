@@ -1,4 +1,5 @@
-//! The names table: every metric family llmprobe exports, with its help text
+//! The names table: every `llmprobe_` family [`super::Metrics`] exports
+//! (the `process_` ones are the prometheus crate's own), with its help text
 //! and label names, and the label values metrics own (`quantity`,
 //! `percentile`, `result`, the standard `llmprobe_target_info` labels). A
 //! contract with dashboards and alert rules: change a name here and there

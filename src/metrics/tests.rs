@@ -558,6 +558,7 @@ fn forget_target_removes_every_series_of_the_target() {
         );
         m.set_target_info(target, &[("gpu".to_string(), "L40S".to_string())]);
         m.sweep_postponed(target);
+        m.set_target_limits(target, &limits());
     }
     m.forget_target("w1");
     let text = m.encode();
@@ -578,6 +579,14 @@ fn forget_target_removes_every_series_of_the_target() {
     );
     assert_eq!(count(&text, "llmprobe_target_info", &[("target", "w2")]), 1);
     assert_eq!(
+        get(
+            &text,
+            "llmprobe_target_slo_p95_latency_seconds",
+            &[("target", "w2")]
+        ),
+        Some(30.0)
+    );
+    assert_eq!(
         count(
             &text,
             "llmprobe_sweeps_postponed_total",
@@ -596,6 +605,54 @@ fn forget_target_removes_every_series_of_the_target() {
         ("outcome", "ok"),
     ];
     assert_eq!(get(&text, "llmprobe_requests_total", &ok), Some(1.0));
+}
+
+fn limits() -> TargetLimits {
+    TargetLimits {
+        p95_latency: Duration::from_secs(30),
+        max_shed_ratio: 0.05,
+        max_error_ratio: 0.01,
+        interval: Duration::from_secs(900),
+    }
+}
+
+#[test]
+fn every_exported_family_is_named_in_names_rs() {
+    let m = metrics();
+    m.target_started("w1");
+    m.publish_sweep(&report("w1", vec![workload("chat", &[1, 2])]));
+    m.observe_request("w1", "qwen", "chat", &ok_sample());
+    m.set_target_info("w1", &[]);
+    m.set_target_limits("w1", &limits());
+    m.publish_pair(&pair_report("gw", pct(4, 0.1), pct(4, 0.01)));
+    m.discovery_read_failed("a.yaml");
+    m.set_discovery_files(&[("a.yaml".to_string(), 1, 0)]);
+    m.set_fleet(&[("w1", "static", 0)], 0, 1, 1);
+    let _in_flight = m.request_in_flight();
+    let text = m.encode();
+
+    let names = include_str!("names.rs");
+    let families: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .filter(|n| n.starts_with("llmprobe_"))
+        .collect();
+    for family in [
+        "llmprobe_target_slo_p95_latency_seconds",
+        "llmprobe_schedule_interval_seconds",
+        "llmprobe_fleet_target",
+        "llmprobe_file_sd_read_errors_total",
+        "llmprobe_sweep_success",
+        "llmprobe_requests_total",
+    ] {
+        assert!(families.contains(&family), "{family} not exported:\n{text}");
+    }
+    let unnamed: Vec<&&str> = families
+        .iter()
+        .filter(|f| !names.contains(&format!("name: \"{f}\"")))
+        .collect();
+    assert!(unnamed.is_empty(), "not in names.rs: {unnamed:?}");
 }
 
 #[test]
