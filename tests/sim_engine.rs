@@ -284,6 +284,61 @@ fn stream_format_matches_openai() {
 }
 
 #[test]
+fn a_reasoning_model_thinks_first_in_the_field_asked_for() {
+    run(async {
+        for (field, name) in [
+            (None, "reasoning"),
+            (
+                Some(llmprobe::config::simulator::ReasoningField::ReasoningContent),
+                "reasoning_content",
+            ),
+        ] {
+            for engine in ["tiny", "stub"] {
+                let mut params = profile(engine);
+                params.reasoning_tokens = 6;
+                if let Some(f) = field {
+                    params.reasoning_field = f;
+                }
+                let server = SimServer::start(params).await;
+                let client = client();
+                let got = stream(&client, &server.url(), &chat_body("hello", 16)).await;
+                assert!(got.done(), "{engine}");
+                let chunks = got.json();
+                let with = |key: &str| -> Vec<usize> {
+                    chunks
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, c)| {
+                            c["choices"][0]["delta"][key]
+                                .as_str()
+                                .is_some_and(|t| !t.is_empty())
+                        })
+                        .map(|(i, _)| i)
+                        .collect()
+                };
+                let thinking = with(name);
+                let answer = with("content");
+                assert_eq!((thinking.len(), answer.len()), (6, 10), "{engine} {name}");
+                assert!(thinking.last() < answer.first(), "thinking comes first");
+                let usage = &chunks.last().unwrap()["usage"];
+                assert_eq!(usage["completion_tokens"], 16, "both count");
+
+                // A limit within the thinking gets no answer at all.
+                let cut = stream(&client, &server.url(), &chat_body("hello", 4)).await;
+                let chunks = cut.json();
+                let answered = chunks.iter().any(|c| {
+                    c["choices"][0]["delta"]["content"]
+                        .as_str()
+                        .is_some_and(|t| !t.is_empty())
+                });
+                assert!(!answered, "{engine}: 4 of 6 thinking tokens, no answer");
+                server.stop().await;
+            }
+        }
+    });
+}
+
+#[test]
 fn sheds_above_max_in_flight_and_frees_slots() {
     run(async {
         let mut params = profile("tiny");

@@ -7,6 +7,7 @@ use clap::builder::PossibleValue;
 
 use super::params::Engine;
 use super::{SimConfig, DEFAULT_PROFILE};
+use crate::config::simulator::ReasoningField;
 
 /// The CLI form: `llmprobe simulate --listen ADDR --profile NAME ...`, with the
 /// same overrides as the YAML form.
@@ -63,6 +64,12 @@ pub struct SimArgs {
     /// Prompt tokens the prefix cache holds (0: no prefix cache).
     #[arg(long)]
     pub prefix_cache_tokens: Option<u64>,
+    /// Tokens of thinking streamed before the answer, within the output limit (0: none).
+    #[arg(long)]
+    pub reasoning_tokens: Option<u32>,
+    /// Delta field of the thinking: reasoning (current vLLM) or reasoning_content (older vLLM, SGLang).
+    #[arg(long, value_enum)]
+    pub reasoning_field: Option<ReasoningField>,
 }
 
 impl SimArgs {
@@ -85,6 +92,8 @@ impl SimArgs {
             fail_status: self.fail_status,
             reset_ratio: self.reset_ratio,
             prefix_cache_tokens: self.prefix_cache_tokens,
+            reasoning_tokens: self.reasoning_tokens,
+            reasoning_field: self.reasoning_field,
         };
         (self.listen, config)
     }
@@ -104,6 +113,23 @@ impl clap::ValueEnum for Engine {
             ),
             Engine::Stub => PossibleValue::new("stub")
                 .help("No model time: each answer is built at once, to measure only the HTTP path"),
+        })
+    }
+}
+
+/// `--reasoning-field`, written here for the same reason as `--engine`'s.
+impl clap::ValueEnum for ReasoningField {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[ReasoningField::Reasoning, ReasoningField::ReasoningContent]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(match self {
+            ReasoningField::Reasoning => {
+                PossibleValue::new("reasoning").help("delta.reasoning, as current vLLM")
+            }
+            ReasoningField::ReasoningContent => PossibleValue::new("reasoning_content")
+                .help("delta.reasoning_content, as older vLLM, SGLang and DeepSeek"),
         })
     }
 }
@@ -133,6 +159,10 @@ mod tests {
             "7ms",
             "--model",
             "qwen",
+            "--reasoning-tokens",
+            "6",
+            "--reasoning-field",
+            "reasoning_content",
         ]);
         let (addr, config) = cli.sim.into_config();
         assert_eq!(addr, "127.0.0.1:8000".parse().unwrap());
@@ -140,5 +170,10 @@ mod tests {
         assert_eq!(config.max_batch, Some(3));
         assert_eq!(config.step_base, Some(Duration::from_millis(7)));
         assert_eq!(config.model_name.as_deref(), Some("qwen"));
+        assert_eq!(config.reasoning_tokens, Some(6));
+        assert_eq!(
+            config.reasoning_field,
+            Some(ReasoningField::ReasoningContent)
+        );
     }
 }

@@ -9,6 +9,8 @@
 use serde_json::json;
 
 use super::request::ChatRequest;
+use super::text::TextGen;
+use crate::config::simulator::ReasoningField;
 
 /// Renders the events of one response.
 pub(crate) struct ChunkWriter {
@@ -20,7 +22,16 @@ pub(crate) struct ChunkWriter {
     id: String,
     model: String,
     created: u64,
+    /// Output tokens streamed as thinking before the answer.
+    reasoning_tokens: u32,
+    /// `{"index":0,"delta":{"reasoning":"` (or `reasoning_content`).
+    reasoning_head: &'static str,
 }
+
+/// The opening of a chunk's choice, up to the token text.
+const CONTENT_HEAD: &str = r#"{"index":0,"delta":{"content":""#;
+const REASONING_HEAD: &str = r#"{"index":0,"delta":{"reasoning":""#;
+const REASONING_CONTENT_HEAD: &str = r#"{"index":0,"delta":{"reasoning_content":""#;
 
 impl ChunkWriter {
     /// A writer for one response with this id, creation time and model name.
@@ -41,6 +52,11 @@ impl ChunkWriter {
             id: id.to_string(),
             model: request.model.clone(),
             created,
+            reasoning_tokens: request.reasoning_tokens,
+            reasoning_head: match request.reasoning_field {
+                ReasoningField::Reasoning => REASONING_HEAD,
+                ReasoningField::ReasoningContent => REASONING_CONTENT_HEAD,
+            },
         }
     }
 
@@ -53,10 +69,17 @@ impl ChunkWriter {
         out.extend_from_slice(self.tail.as_bytes());
     }
 
-    /// One event carrying one token; the last one carries `finish_reason`.
-    pub(crate) fn token(&self, out: &mut Vec<u8>, text: &str, finish: Option<&str>) {
+    /// One event carrying output token number `n` (from 1): thinking while
+    /// `n` is within the reasoning tokens, answer after; the last one
+    /// carries `finish_reason`.
+    pub(crate) fn token(&self, out: &mut Vec<u8>, n: u32, text: &str, finish: Option<&str>) {
         out.extend_from_slice(self.head.as_bytes());
-        out.extend_from_slice(br#"{"index":0,"delta":{"content":""#);
+        let head = if n <= self.reasoning_tokens {
+            self.reasoning_head
+        } else {
+            CONTENT_HEAD
+        };
+        out.extend_from_slice(head.as_bytes());
         out.extend_from_slice(text.as_bytes());
         out.extend_from_slice(br#""},"logprobs":null,"finish_reason":"#);
         match finish {
@@ -81,8 +104,24 @@ impl ChunkWriter {
         out.extend_from_slice(b"data: [DONE]\n\n");
     }
 
-    /// The whole non-streaming `chat.completion` object.
-    pub(crate) fn completion(&self, request: &ChatRequest, content: &str, finish: &str) -> String {
+    /// The whole non-streaming `chat.completion` object, its text drawn
+    /// from `text` (thinking first, when the model reasons).
+    pub(crate) fn completion(
+        &self,
+        request: &ChatRequest,
+        text: &mut TextGen,
+        finish: &str,
+    ) -> String {
+        let reasoning: String = (0..self.reasoning_tokens)
+            .map(|_| text.next_token())
+            .collect();
+        let content: String = (self.reasoning_tokens..request.max_tokens)
+            .map(|_| text.next_token())
+            .collect();
+        let mut message = json!({"role": "assistant", "content": content});
+        if self.reasoning_tokens > 0 {
+            message[request.reasoning_field.as_str()] = json!(reasoning);
+        }
         json!({
             "id": self.id,
             "object": "chat.completion",
@@ -90,7 +129,7 @@ impl ChunkWriter {
             "model": self.model,
             "choices": [{
                 "index": 0,
-                "message": {"role": "assistant", "content": content},
+                "message": message,
                 "logprobs": null,
                 "finish_reason": finish,
             }],
@@ -126,6 +165,8 @@ mod tests {
             text_seed: 0,
             prefix_blocks: Vec::new(),
             cached_tokens: 0,
+            reasoning_tokens: 0,
+            reasoning_field: ReasoningField::Reasoning,
         }
     }
 
@@ -143,8 +184,8 @@ mod tests {
         let w = ChunkWriter::new("chatcmpl-1", 42, &req);
         let mut out = Vec::new();
         w.role(&mut out);
-        w.token(&mut out, " the", None);
-        w.token(&mut out, " end", Some("length"));
+        w.token(&mut out, 1, " the", None);
+        w.token(&mut out, 2, " end", Some("length"));
         w.end(&mut out, &req, 2);
         let events = events(&out);
         assert_eq!(events.len(), 5);
@@ -172,11 +213,56 @@ mod tests {
         let req = request(false);
         let w = ChunkWriter::new("c", 1, &req);
         let mut out = Vec::new();
-        w.token(&mut out, " the", None);
+        w.token(&mut out, 1, " the", None);
         w.end(&mut out, &req, 1);
         let events = events(&out);
         assert_eq!(events.len(), 2);
         let chunk: Value = serde_json::from_str(&events[0]).unwrap();
         assert!(chunk.get("usage").is_none());
+    }
+
+    #[test]
+    fn thinking_comes_first_in_the_field_asked_for() {
+        for (field, name, other) in [
+            (ReasoningField::Reasoning, "reasoning", "reasoning_content"),
+            (
+                ReasoningField::ReasoningContent,
+                "reasoning_content",
+                "reasoning",
+            ),
+        ] {
+            let req = ChatRequest {
+                max_tokens: 3,
+                reasoning_tokens: 2,
+                reasoning_field: field,
+                ..request(false)
+            };
+            let w = ChunkWriter::new("c", 1, &req);
+            let mut out = Vec::new();
+            for n in 1..=3 {
+                w.token(&mut out, n, " the", (n == 3).then_some("length"));
+            }
+            let chunks: Vec<Value> = events(&out)
+                .iter()
+                .map(|e| serde_json::from_str(e).unwrap())
+                .collect();
+            let deltas: Vec<&Value> = chunks.iter().map(|c| &c["choices"][0]["delta"]).collect();
+            assert_eq!(deltas[0][name], " the", "{field:?}");
+            assert_eq!(deltas[1][name], " the");
+            assert!(deltas[0].get("content").is_none() && deltas[0].get(other).is_none());
+            assert_eq!(deltas[2]["content"], " the");
+            assert!(deltas[2].get(name).is_none());
+            assert_eq!(chunks[2]["choices"][0]["finish_reason"], "length");
+
+            let whole: Value =
+                serde_json::from_str(&w.completion(&req, &mut TextGen::new(0), "length")).unwrap();
+            let message = &whole["choices"][0]["message"];
+            assert_eq!(
+                message[name].as_str().unwrap().len(),
+                8,
+                "two 4-character tokens"
+            );
+            assert_eq!(message["content"].as_str().unwrap().len(), 4);
+        }
     }
 }

@@ -22,6 +22,15 @@
 //!   for any target's model. Bad requests get 400 with an OpenAI-style error
 //!   (`{"error": {"message", "type", "param", "code"}}`), as does a prompt +
 //!   limit over the context window (`max_model_len`, or the KV cache if smaller).
+//!   With `reasoning_tokens: N` the model reasons first, as Qwen3 or
+//!   DeepSeek-R1 behind vLLM do: the first N output tokens (at most the
+//!   limit, which they count toward, so a limit of N or less gets no answer)
+//!   stream in `delta.reasoning` (current vLLM), or `delta.reasoning_content`
+//!   with `reasoning_field: reasoning_content` (older vLLM, SGLang, DeepSeek),
+//!   and the answer follows in `delta.content`. `usage.completion_tokens`
+//!   counts both; like vLLM, no `completion_tokens_details` is sent. The
+//!   timing is the same as without reasoning: a thinking token costs a decode
+//!   step like any other.
 //! - `GET /v1/models`: the OpenAI list with `model_name` (and `max_model_len`).
 //! - `GET /health` (200), `GET /version`; every response has
 //!   `Server: llmprobe-sim/VERSION`.

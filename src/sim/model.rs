@@ -64,9 +64,7 @@ pub(crate) async fn respond(
     if cut.is_some() {
         return cut_response();
     }
-    let mut text = TextGen::new(request.text_seed);
-    let content: String = (0..request.max_tokens).map(|_| text.next_token()).collect();
-    let body = writer.completion(&request, &content, "length");
+    let body = writer.completion(&request, &mut TextGen::new(request.text_seed), "length");
     (
         [(axum::http::header::CONTENT_TYPE, "application/json")],
         body,
@@ -117,7 +115,8 @@ async fn next(mut ev: Events) -> Option<(io::Result<Bytes>, Events)> {
         ev.sent += 1;
         let last = ev.sent >= total;
         let token = ev.text.next_token();
-        ev.writer.token(&mut out, token, last.then_some("length"));
+        ev.writer
+            .token(&mut out, ev.sent, token, last.then_some("length"));
         if last {
             // Out of flight before the closing events leave, so a closed-loop
             // client that sends its next request at once is not shed.

@@ -104,6 +104,8 @@ mod tests {
             fail_status: 500,
             reset_ratio: 0.0,
             prefix_cache_tokens: 0,
+            reasoning_tokens: 0,
+            reasoning_field: crate::config::simulator::ReasoningField::Reasoning,
         }
     }
 

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::params::SimParams;
 use super::text::{count_tokens, fold, mix};
+use crate::config::simulator::ReasoningField;
 
 /// What the engine needs to know about a valid request.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,6 +28,11 @@ pub(crate) struct ChatRequest {
     pub prefix_blocks: Vec<u64>,
     /// Prompt tokens served from the prefix cache (set when admitted).
     pub cached_tokens: u64,
+    /// The first this many output tokens are thinking, not answer (the
+    /// model's reasoning length, cut to the output limit as servers do).
+    pub reasoning_tokens: u32,
+    /// The delta field the thinking is streamed in.
+    pub reasoning_field: ReasoningField,
 }
 
 /// An error answered as OpenAI does: `{"error": {message, type, param, code}}`.
@@ -190,6 +196,8 @@ pub(crate) fn parse(body: &[u8], params: &SimParams) -> Result<ChatRequest, ApiE
             Vec::new()
         },
         cached_tokens: 0,
+        reasoning_tokens: params.reasoning_tokens.min(max_tokens),
+        reasoning_field: params.reasoning_field,
     })
 }
 

@@ -33,8 +33,7 @@ pub(crate) fn respond(
         if cut.is_some() {
             return cut_response();
         }
-        let content: String = (0..total).map(|_| text.next_token()).collect();
-        let body = writer.completion(request, &content, "length");
+        let body = writer.completion(request, &mut text, "length");
         return ([(CONTENT_TYPE, "application/json")], body).into_response();
     }
     let tokens = cut.unwrap_or(total);
@@ -43,6 +42,7 @@ pub(crate) fn respond(
     for i in 1..=tokens {
         writer.token(
             &mut out,
+            i,
             text.next_token(),
             (i == total).then_some("length"),
         );

@@ -20,6 +20,26 @@ pub enum Engine {
     Stub,
 }
 
+/// The delta field a reasoning model streams its thinking in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningField {
+    /// `delta.reasoning`: current vLLM.
+    Reasoning,
+    /// `delta.reasoning_content`: older vLLM, SGLang, DeepSeek.
+    ReasoningContent,
+}
+
+impl ReasoningField {
+    /// The field's name in a chunk's `delta`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasoningField::Reasoning => "reasoning",
+            ReasoningField::ReasoningContent => "reasoning_content",
+        }
+    }
+}
+
 /// Resolved parameters of one simulated server (a profile plus overrides);
 /// the performance model's formulas over them are in `sim::params`.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,6 +75,11 @@ pub struct SimParams {
     /// Prompt tokens kept in the prefix cache (0: no cache): a prompt whose
     /// leading blocks are cached skips their prefill.
     pub prefix_cache_tokens: u64,
+    /// Tokens of thinking streamed before the answer, within the request's
+    /// output limit, as a reasoning model does (0: the model does not reason).
+    pub reasoning_tokens: u32,
+    /// The delta field the thinking is streamed in.
+    pub reasoning_field: ReasoningField,
 }
 
 /// Longest step duration accepted; beyond it a value is surely a typo.
@@ -115,6 +140,13 @@ pub struct SimConfig {
     /// Prompt tokens the prefix cache holds (0: no prefix cache).
     #[serde(default)]
     pub prefix_cache_tokens: Option<u64>,
+    /// Tokens of thinking streamed before the answer (within the output
+    /// limit; 0: no reasoning).
+    #[serde(default)]
+    pub reasoning_tokens: Option<u32>,
+    /// `reasoning` (current vLLM) or `reasoning_content` (older vLLM, SGLang).
+    #[serde(default)]
+    pub reasoning_field: Option<ReasoningField>,
 }
 
 fn default_profile() -> String {
@@ -140,6 +172,8 @@ impl Default for SimConfig {
             fail_status: None,
             reset_ratio: None,
             prefix_cache_tokens: None,
+            reasoning_tokens: None,
+            reasoning_field: None,
         }
     }
 }
@@ -172,7 +206,9 @@ impl SimConfig {
             fail_ratio,
             fail_status,
             reset_ratio,
-            prefix_cache_tokens
+            prefix_cache_tokens,
+            reasoning_tokens,
+            reasoning_field
         );
         // 0 would shed or refuse everything, so it spells "no limit" instead.
         match self.max_in_flight {
@@ -340,6 +376,20 @@ mod tests {
         let empty: SimConfig = serde_json::from_str("{}").unwrap();
         assert_eq!(empty, SimConfig::default());
         assert!(serde_json::from_str::<SimConfig>(r#"{"max_bach":4}"#).is_err());
+    }
+
+    #[test]
+    fn reasoning_is_off_unless_asked_and_names_its_field() {
+        let p = SimConfig::default().resolve().unwrap();
+        assert_eq!(p.reasoning_tokens, 0);
+        assert_eq!(p.reasoning_field, ReasoningField::Reasoning);
+        let config: SimConfig =
+            serde_json::from_str(r#"{"reasoning_tokens":6,"reasoning_field":"reasoning_content"}"#)
+                .unwrap();
+        let p = config.resolve().unwrap();
+        assert_eq!(p.reasoning_tokens, 6);
+        assert_eq!(p.reasoning_field.as_str(), "reasoning_content");
+        assert!(serde_json::from_str::<SimConfig>(r#"{"reasoning_field":"thinking"}"#).is_err());
     }
 
     #[test]

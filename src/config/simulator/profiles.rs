@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{Engine, SimParams};
+use super::{Engine, ReasoningField, SimParams};
 
 /// The profile used when none is named.
 pub const DEFAULT_PROFILE: &str = "small-gpu";
@@ -50,6 +50,8 @@ pub(super) fn profile(name: &str) -> Option<SimParams> {
         reset_ratio: 0.0,
         // As vLLM: on by default, in the memory the KV cache does not use.
         prefix_cache_tokens: 65_536,
+        reasoning_tokens: 0,
+        reasoning_field: ReasoningField::Reasoning,
     };
     let params = match name {
         "tiny" => SimParams {
