@@ -1,0 +1,1 @@
+// Declared by no mod: the compiler never reads it.

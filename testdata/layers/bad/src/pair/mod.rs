@@ -1,0 +1,2 @@
+pub mod x;
+pub mod y;

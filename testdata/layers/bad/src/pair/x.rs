@@ -1,0 +1,3 @@
+pub fn fx() -> u8 {
+    super::y::fy()
+}

@@ -1,0 +1,5 @@
+use super::{b::{fb}};
+
+pub fn fa() -> u8 {
+    fb()
+}

@@ -1,0 +1,3 @@
+pub fn fb() -> u8 {
+    crate::ring::c::fc()
+}

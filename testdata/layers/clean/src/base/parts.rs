@@ -1,0 +1,3 @@
+use super::shape::Shape;
+
+pub struct Part(pub Shape);
