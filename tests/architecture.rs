@@ -29,8 +29,6 @@ const KNOWN: &[(&str, &str)] = &[
      "none under way: `jittered`, `Statuses` in schedule/mod.rs"),
     ("circle in src/sweep/: closed_loop.rs, mod.rs, output_limit.rs, requests.rs",
      "none under way: `SweepEnv`, `Requests`, `learned_key` in sweep/mod.rs"),
-    ("circle in src/sim/: http.rs, model.rs, stub.rs",
-     "branch layers, the next commit"),
 ];
 
 fn repo() -> &'static Path {

@@ -144,7 +144,9 @@ mod model;
 mod params;
 mod prefix_cache;
 mod request;
+mod responses;
 mod scheduler;
+mod state;
 mod stub;
 mod text;
 

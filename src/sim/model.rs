@@ -10,9 +10,10 @@ use tokio::sync::mpsc;
 
 use super::chunks::ChunkWriter;
 use super::faults::Fault;
-use super::http::{cut_response, error, event_stream, reset_error, InFlight, Sim};
 use super::request::{ApiError, ChatRequest};
+use super::responses::{cut_response, error, event_stream, reset_error};
 use super::scheduler::Seq;
+use super::state::{InFlight, Sim};
 use super::text::TextGen;
 
 /// Queues the request and answers it, streamed or whole.

@@ -7,8 +7,9 @@ use axum::response::{IntoResponse, Response};
 
 use super::chunks::ChunkWriter;
 use super::faults::Fault;
-use super::http::{cut_body, cut_response, event_stream, InFlight};
 use super::request::ChatRequest;
+use super::responses::{cut_body, cut_response, event_stream};
+use super::state::InFlight;
 use super::text::TextGen;
 
 /// Bytes of one token chunk, to size the buffer once.
