@@ -1,4 +1,5 @@
-//! Command-line definitions (the contract in design.md).
+//! Command-line definitions: every subcommand, flag and environment variable
+//! (the man pages and shell completions are generated from them, `manual.rs`).
 
 use std::path::PathBuf;
 

@@ -24,11 +24,6 @@ use std::path::{Component, Path, PathBuf};
 
 use support::paths::repo;
 
-/// Markdown files that the documents name but that live outside this
-/// repository: the method document of the development workspace
-/// (`../shared/design.md`).
-const OUTSIDE_THE_REPOSITORY: &[&str] = &["design.md"];
-
 #[test]
 fn every_relative_link_in_the_markdown_files_resolves() {
     let root = repo();
@@ -156,9 +151,6 @@ fn check_link(root: &Path, file: &Path, doc: &Doc, dest: &str) -> Result<(), Str
 }
 
 fn mention_exists(root: &Path, file: &Path, name: &str) -> bool {
-    if OUTSIDE_THE_REPOSITORY.contains(&name) {
-        return true;
-    }
     let name = name.trim_start_matches('/');
     [file.parent().unwrap(), root]
         .iter()
