@@ -61,6 +61,9 @@ struct Crate {
     src: PathBuf,
     modules: Vec<Module>,
     lib_root: Option<ModId>,
+    /// The files and folders of `#[cfg(test)] mod name;`: not part of what
+    /// the layers describe.
+    test_files: Vec<String>,
     problems: Vec<String>,
 }
 
@@ -71,6 +74,7 @@ pub fn read(src: &Path) -> Result<Graph, String> {
         src: src.to_path_buf(),
         modules: Vec::new(),
         lib_root: None,
+        test_files: Vec::new(),
         problems: Vec::new(),
     };
     for root in ["lib.rs", "main.rs"] {
@@ -113,10 +117,11 @@ pub fn read(src: &Path) -> Result<Graph, String> {
     let mut all = Vec::new();
     rust_files(src, src, &mut all);
     let reached: BTreeSet<&str> = krate.modules.iter().map(|m| m.file.as_str()).collect();
-    let tests = test_module_files(&krate);
     let unreached = all
         .into_iter()
-        .filter(|f| !reached.contains(f.as_str()) && !tests.iter().any(|t| f.starts_with(t)))
+        .filter(|f| {
+            !reached.contains(f.as_str()) && !krate.test_files.iter().any(|t| f.starts_with(t))
+        })
         .collect();
     Ok(Graph { uses, unreached })
 }
@@ -141,31 +146,6 @@ fn relative(src: &Path, path: &Path) -> FileName {
         .map(|p| p.to_string_lossy().into_owned())
         .collect::<Vec<_>>()
         .join("/")
-}
-
-/// The files (and folders) of `#[cfg(test)] mod name;` declarations: not
-/// part of what the layers describe.
-fn test_module_files(krate: &Crate) -> Vec<String> {
-    let mut out = Vec::new();
-    for m in &krate.modules {
-        let Ok(text) = fs::read_to_string(krate.src.join(&m.file)) else {
-            continue;
-        };
-        let Ok(file) = syn::parse_file(&text) else {
-            continue;
-        };
-        let dir = child_dir(&m.file);
-        for item in &file.items {
-            if let syn::Item::Mod(module) = item {
-                if module.content.is_none() && is_cfg_test(&module.attrs) {
-                    let name = module.ident.to_string();
-                    out.push(format!("{dir}{name}.rs"));
-                    out.push(format!("{dir}{name}/"));
-                }
-            }
-        }
-    }
-    out
 }
 
 /// Where the files of a file's child modules live, with a trailing `/` (or
@@ -242,10 +222,14 @@ impl Crate {
     }
 
     fn load_mod(&mut self, parent: ModId, module: &syn::ItemMod, dir: &str) {
+        let name = module.ident.to_string();
         if is_cfg_test(&module.attrs) {
+            if module.content.is_none() {
+                self.test_files.push(format!("{dir}{name}.rs"));
+                self.test_files.push(format!("{dir}{name}/"));
+            }
             return;
         }
-        let name = module.ident.to_string();
         let file = self.modules[parent].file.clone();
         if module.attrs.iter().any(|a| a.path().is_ident("path")) {
             self.problems.push(format!(
