@@ -1,5 +1,6 @@
 //! The configuration file as written: every section decoded strictly
-//! (unknown keys are errors), with nothing applied yet.
+//! (unknown keys are errors), with nothing applied yet. The per-target
+//! keys each struct shares are declared in [`super::keys`].
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -8,8 +9,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::defaults;
-use super::settings::file_struct_with_settings;
-use super::values::Percent;
+use super::keys::per_target_keys;
+use super::simulator::SimConfig;
+use super::values::{Percent, PrefixCache};
 
 /// The configuration file as written.
 #[derive(Debug, Clone, Deserialize)]
@@ -103,17 +105,61 @@ impl Default for WebFile {
     }
 }
 
-/// Latency and failure limits that decide whether a level is acceptable.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SloFile {
-    /// p95 end-to-end latency limit.
-    #[serde(default, with = "humantime_serde")]
-    pub p95_latency: Option<Duration>,
-    /// Highest acceptable fraction of shed (503/429) requests.
-    pub max_shed_ratio: Option<f64>,
-    /// Highest acceptable fraction of other failures.
-    pub max_error_ratio: Option<f64>,
+/// Declares a file struct whose keys are its own plus the per-target
+/// keys, gathered in its `settings` field, and decodes it strictly
+/// through a flat twin of the same name (so that messages read `expected
+/// struct TargetFile` and list every key in order). Attributes on a field:
+/// doc comments first, then at most one `#[serde(...)]`, which only the twin
+/// gets.
+macro_rules! file_struct_with_settings {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $( $(#[doc = $doc:literal])* $(#[serde $serde:tt])? pub $field:ident : $ty:ty, )*
+        }
+    ) => {
+        per_target_keys!(file_struct_with_settings! { @expand
+            $(#[$meta])*
+            pub struct $name {
+                $( $(#[doc = $doc])* $(#[serde $serde])? pub $field: $ty, )*
+            }
+        });
+    };
+    (
+        @expand
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $( $(#[doc = $doc:literal])* $(#[serde $serde:tt])? pub $field:ident : $ty:ty, )*
+        }
+        [ $( $(#[doc = $sdoc:literal])* $(#[serde $sserde:tt])?
+             $sfield:ident : $sty:ty => $rty:ty = $rule:expr, )* ]
+    ) => {
+        $(#[$meta])*
+        pub struct $name {
+            $( $(#[doc = $doc])* pub $field: $ty, )*
+            /// The per-target keys written here.
+            pub settings: $crate::config::keys::Settings,
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                // The flat twin; its name shadows the outer type in here.
+                #[derive(serde::Deserialize)]
+                #[serde(deny_unknown_fields)]
+                struct $name {
+                    $( $(#[serde $serde])? $field: $ty, )*
+                    $( $(#[serde $sserde])? $sfield: Option<$sty>, )*
+                }
+                let flat = <$name as serde::Deserialize>::deserialize(d)?;
+                Ok(Self {
+                    $( $field: flat.$field, )*
+                    settings: $crate::config::keys::Settings {
+                        $( $sfield: flat.$sfield, )*
+                    },
+                })
+            }
+        }
+    };
 }
 
 file_struct_with_settings! {
@@ -134,7 +180,7 @@ file_struct_with_settings! {
         /// OpenAI-compatible base URL, ending in `/v1` usually.
         pub base_url: Option<String>,
         /// Run the built-in simulated engine in-process and measure it.
-        pub simulator: Option<super::simulator::SimConfig>,
+        pub simulator: Option<SimConfig>,
         /// Model id sent in requests.
         pub model: Option<String>,
         /// Environment variable holding the API key.
@@ -147,25 +193,66 @@ file_struct_with_settings! {
         /// Workloads to measure, by name.
         pub workloads: Option<Vec<String>>,
         /// Postpone sweeps while the server is busy.
-        pub idle_gate: Option<IdleGateFile>,
+        pub idle_gate: Option<IdleGateFile<MetricsUrl>>,
     }
 }
 
-/// `idle_gate:` of a target.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct IdleGateFile {
-    /// URL of the server's own Prometheus metrics.
-    pub metrics_url: String,
+/// `idle_gate:` as written: `at` is where the server's metrics are (a
+/// target's `metrics_url`, or the template's `metrics_path` on the
+/// discovered host), the rest is shared.
+#[derive(Debug, Clone)]
+pub struct IdleGateFile<At> {
+    /// Where the server's own Prometheus metrics are.
+    pub at: At,
     /// Metric measuring busyness, e.g. `vllm:num_requests_running`.
     pub metric: String,
     /// Sweep only while the value is at most this (default 0).
-    #[serde(default)]
     pub max_value: f64,
     /// Wait between two looks (default 30s).
-    #[serde(default, with = "humantime_serde")]
     pub retry_every: Option<Duration>,
 }
+
+/// A target's `idle_gate.metrics_url`: URL of the server's metrics.
+#[derive(Debug, Clone)]
+pub struct MetricsUrl(pub String);
+
+/// `target_template.idle_gate.metrics_path`: path of the server's metrics
+/// on the discovered host (default `/metrics`).
+#[derive(Debug, Clone)]
+pub struct MetricsPath(pub Option<String>);
+
+/// Decodes `IdleGateFile<$at>` strictly through a flat twin named `$twin`
+/// (the name messages show; it shadows the outer type in there), with
+/// `$field` first.
+macro_rules! decode_idle_gate {
+    ($at:ident, $twin:ident, $(#[serde $serde:tt])? $field:ident : $ty:ty) => {
+        impl<'de> Deserialize<'de> for IdleGateFile<$at> {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                #[derive(Deserialize)]
+                #[serde(deny_unknown_fields)]
+                struct $twin {
+                    $(#[serde $serde])?
+                    $field: $ty,
+                    metric: String,
+                    #[serde(default)]
+                    max_value: f64,
+                    #[serde(default, with = "humantime_serde")]
+                    retry_every: Option<Duration>,
+                }
+                let flat = $twin::deserialize(d)?;
+                Ok(Self {
+                    at: $at(flat.$field),
+                    metric: flat.metric,
+                    max_value: flat.max_value,
+                    retry_every: flat.retry_every,
+                })
+            }
+        }
+    };
+}
+
+decode_idle_gate!(MetricsUrl, IdleGateFile, metrics_url: String);
+decode_idle_gate!(MetricsPath, TemplateIdleGateFile, metrics_path: Option<String>);
 
 /// One workload as written.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -188,7 +275,7 @@ pub struct WorkloadFile {
     /// A system message sent before every prompt.
     pub system_prompt: Option<String>,
     /// What the server's prefix cache may reuse (default `unique`: nothing).
-    pub prefix_cache: Option<super::values::PrefixCache>,
+    pub prefix_cache: Option<PrefixCache>,
 }
 
 /// `synthetic:` prompts of a workload.
@@ -259,7 +346,7 @@ file_struct_with_settings! {
         /// File holding that key.
         pub api_key_file: Option<String>,
         /// Idle gate on the server's own metrics, at `metrics_path` of the same host.
-        pub idle_gate: Option<TemplateIdleGateFile>,
+        pub idle_gate: Option<IdleGateFile<MetricsPath>>,
     }
 }
 
@@ -290,22 +377,6 @@ impl TemplateFile {
             None => defaults::TEMPLATE_LABELS.to_vec(),
         }
     }
-}
-
-/// `target_template.idle_gate:`: the server's metrics on the discovered host.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TemplateIdleGateFile {
-    /// Path of the server's Prometheus metrics (default `/metrics`).
-    pub metrics_path: Option<String>,
-    /// Metric measuring busyness, e.g. `vllm:num_requests_running`.
-    pub metric: String,
-    /// Sweep only while the value is at most this (default 0).
-    #[serde(default)]
-    pub max_value: f64,
-    /// Wait between two looks (default 30s).
-    #[serde(default, with = "humantime_serde")]
-    pub retry_every: Option<Duration>,
 }
 
 /// `shard:`: this instance's share of the targets.

@@ -8,14 +8,15 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::checks::MAX_SHARDS;
 use super::defaults;
+use super::env::Env;
 use super::file::{FileConfig, FileSdFile, ShardFile, TemplateFile};
 use super::labels::{is_label_name, is_usable_label};
-use super::load::{Checks, Env};
 use super::resolved::{FileSdConfig, FleetConfig, Pattern, Shard, Workload};
 use super::target::{check_levels_within_cap, resolve_target, Context};
 use super::template::target_file;
-use super::MAX_SHARDS;
+use super::tls::Checks;
 
 /// Validates the fleet sections of `file`, reporting through `bad`.
 pub fn resolve_fleet(
@@ -168,7 +169,7 @@ fn check_template(t: &TemplateFile) -> Result<(), (&'static str, String)> {
         }
     }
     if let Some(g) = &t.idle_gate {
-        if let Some(p) = &g.metrics_path {
+        if let Some(p) = &g.at.0 {
             if !p.starts_with('/') {
                 return Err((
                     "idle_gate.metrics_path",

@@ -3,56 +3,58 @@
 //! the sweep use. Every problem is collected, each naming the file and key.
 //!
 //! Plain data only: this layer imports nothing of the layers that use it.
-//! - [`file`]: the file as written; [`values`]: values written and kept;
-//!   [`settings`]: the per-target settings, declared once; [`defaults`]:
-//!   every built-in default; [`labels`]: label names.
-//! - [`load`]: reading and decoding; [`resolve`], [`target`], [`fleet`]:
-//!   validation; [`template`]: a discovered entry as a target written.
-//! - [`resolved`]: the resolved configuration.
+//! Inside, a one-way pipeline (no file imports one that imports it):
+//! - leaves: [`env`] (environment variables, the `LLMPROBE__` overrides,
+//!   bounded reads of key and prompt files), [`checks`] (shared value
+//!   checks, size limits), [`error`], [`tls`] (the TLS files and the hooks
+//!   that check them), [`values`], [`gentle`], [`secret`], [`labels`],
+//!   [`prompts`], [`simulator`];
+//! - [`keys`]: **the per-target keys, each declared once** with its type,
+//!   default and checks: a new per-target key is one entry there (see its
+//!   doc); [`defaults`]: the daemon-wide defaults;
+//! - [`file`]: the file as written → the merge and per-key rules
+//!   ([`keys::Settings`]) → the stages of one target ([`target`], a
+//!   discovered one through [`template`]), the fleet sections ([`fleet`]),
+//!   the whole file ([`resolve`]) → [`resolved`]; [`load`] reads the file
+//!   and runs them.
 
+pub mod checks;
 pub mod defaults;
+pub mod env;
+pub mod error;
 pub mod file;
 pub mod fleet;
 pub mod gentle;
+pub mod keys;
 pub mod labels;
 pub mod load;
 pub mod prompts;
 pub mod resolve;
 pub mod resolved;
 pub mod secret;
-pub mod settings;
 pub mod simulator;
 pub mod target;
 pub mod template;
+pub mod tls;
 pub mod values;
 
 #[cfg(test)]
 mod tests;
 
-use std::time::Duration;
-
+pub use checks::{
+    check_password_hashes, MAX_INTERVAL, MAX_LEVEL, MAX_REQUESTS_PER_LEVEL, MAX_SHARDS,
+};
+pub use env::{Env, ProcessEnv, MAX_KEY_FILE_BYTES};
+pub use error::ConfigError;
 pub use file::*;
-pub use load::{decode, load, load_with, Checks, ConfigError, Env, ProcessEnv};
-pub use resolve::{check_password_hashes, resolve, resolve_with};
+pub use keys::{Keys, Settings, Slo, SloFile};
+pub use load::{decode, load, load_with};
+pub use resolve::{resolve, resolve_with};
 pub use resolved::*;
-pub use settings::Settings;
-pub use target::{resolve_target, Context, TlsKey};
+pub use target::{resolve_target, Context};
 pub use template::target_file;
+pub use tls::{Checks, ClientTls, TlsFiles, TlsKey};
 pub use values::*;
 
 /// Where the config is read from when no `--config` is given.
 pub const DEFAULT_PATH: &str = "config/llmprobe.yaml";
-
-// Upper bounds, so that a typo is an error at load rather than a panic or an
-// exhausted memory later: a level runs one task per request in flight and
-// keeps one sample per request, and the interval is added to clock times.
-/// Highest concurrency level.
-pub const MAX_LEVEL: u32 = 10_000;
-/// Most requests in one level (or warm-up).
-pub const MAX_REQUESTS_PER_LEVEL: u64 = 1_000_000;
-/// Longest interval between two sweeps.
-pub const MAX_INTERVAL: Duration = Duration::from_secs(365 * 24 * 3600);
-/// Largest API key file read.
-pub const MAX_KEY_FILE_BYTES: u64 = 64 << 10;
-/// Most shards.
-pub const MAX_SHARDS: u32 = 10_000;

@@ -4,6 +4,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::env::read_limited;
+
 /// One chat sent as a request's `messages`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prompt {
@@ -54,17 +56,6 @@ pub fn load_jsonl(path: &Path) -> Result<Vec<Prompt>, String> {
         format!("`{shown}`: line {line}: not valid UTF-8")
     })?;
     parse_jsonl(&text).map_err(|e| format!("`{shown}`: {e}"))
-}
-
-/// The whole file, or None when it holds more than `limit` bytes (a typo
-/// such as `/dev/zero` must not read forever).
-pub(crate) fn read_limited(path: &Path, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)?
-        .take(limit + 1)
-        .read_to_end(&mut bytes)?;
-    Ok((bytes.len() as u64 <= limit).then_some(bytes))
 }
 
 /// Parses the content of a JSONL prompt file.

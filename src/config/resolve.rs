@@ -7,16 +7,18 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::checks::{check_password_hashes, MAX_INTERVAL};
 use super::defaults;
+use super::env::Env;
+use super::error::ConfigError;
 use super::file::{FileConfig, WebFile};
 use super::fleet::resolve_fleet;
-use super::load::{Checks, ConfigError, Env};
 use super::prompts::{self, Prompt};
-use super::resolved::{Config, GatewayPair, Schedule, Target, TlsFiles, Web, Workload};
+use super::resolved::{Config, GatewayPair, Schedule, Target, Web, Workload};
 use super::secret::Secret;
 use super::target::{check_levels_within_cap, resolve_target, Context};
+use super::tls::{Checks, TlsFiles};
 use super::values::PrefixCache;
-use super::MAX_INTERVAL;
 
 /// Validates a decoded file and applies defaults, collecting every problem
 /// (the TLS files are not read: see [`resolve_with`]).
@@ -292,19 +294,6 @@ fn resolve_web(
         basic_auth_users,
         tls,
     }
-}
-
-/// Checks that every password is a bcrypt hash (a plain password would
-/// never match, and would sit in the file in clear).
-pub fn check_password_hashes(users: &BTreeMap<String, String>) -> Result<(), String> {
-    for (user, hash) in users {
-        if !hash.starts_with("$2") || hash.len() != 60 {
-            return Err(format!(
-                "password of `{user}` must be a bcrypt hash (`$2y$...`, 60 characters)"
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// Validates `gateway_pairs` against the targets and workloads already

@@ -9,9 +9,12 @@ use std::time::Duration;
 
 use super::defaults;
 use super::file::{DefaultsFile, TemplateFile};
+use super::keys::{per_target_keys, Keys};
 use super::prompts::Prompt;
 use super::secret::Secret;
-use super::values::{MaxTokensField, PrefixCache, RequestsPerLevel};
+use super::simulator::SimParams;
+use super::tls::{ClientTls, TlsFiles};
+use super::values::PrefixCache;
 
 /// A validated configuration, every default applied.
 #[derive(Debug, Clone)]
@@ -45,85 +48,76 @@ pub struct Schedule {
     pub sweep_timeout: Duration,
 }
 
-/// Acceptance limits of a level.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Slo {
-    /// p95 latency limit.
-    pub p95_latency: Duration,
-    /// Highest acceptable shed ratio.
-    pub max_shed_ratio: f64,
-    /// Highest acceptable error ratio.
-    pub max_error_ratio: f64,
-}
-
 /// Where a target's server is.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Endpoint {
     /// A server at this base URL.
     Url(String),
     /// The built-in simulated engine, started in-process on a loopback port.
-    Simulator(super::simulator::SimParams),
+    Simulator(SimParams),
 }
 
-/// A fully resolved target. Equality covers every setting, the key
-/// included: a reload restarts a target whose settings differ.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Target {
-    /// Unique name.
-    pub name: String,
-    /// Where the server is.
-    pub endpoint: Endpoint,
-    /// Model id.
-    pub model: String,
-    /// Bearer key, if any.
-    pub api_key: Option<Secret>,
-    /// Configured labels for target_info.
-    pub labels: BTreeMap<String, String>,
-    /// Workloads measured, in order.
-    pub workloads: Vec<Arc<Workload>>,
-    /// Requests sent first and not counted.
-    pub warmup_requests: u32,
-    /// Levels, capped by max_concurrency.
-    pub levels: Vec<u32>,
-    /// Requests per level.
-    pub requests_per_level: RequestsPerLevel,
-    /// Lower bound on requests per level.
-    pub min_requests_per_level: u32,
-    /// Limit on one request.
-    pub request_timeout: Duration,
-    /// Acceptance limits.
-    pub slo: Slo,
-    /// Knee fraction recommended as max_in_flight.
-    pub headroom: f64,
-    /// Request field for the output limit; None: not configured, so
-    /// warm-up checks that the default ([`defaults::MAX_TOKENS_FIELD`])
-    /// bounds the output, and tries `max_tokens`, then both, when it does not.
-    pub max_tokens_field: Option<MaxTokensField>,
-    /// Postpone sweeps while the server is busy.
-    pub idle_gate: Option<IdleGate>,
-    /// Stop a level as soon as its verdict (a break) is certain.
-    pub early_stop: bool,
-    /// How finely the knee is located between two configured levels.
-    pub refine_resolution: crate::config::gentle::Resolution,
-    /// A full climb every this many sweeps (1: always).
-    pub full_sweep_every: u32,
-    /// `max_concurrency`, when it left configured levels out (the climb
-    /// then stops there, and the result says so).
-    pub capped_by_max_concurrency: Option<u32>,
-    /// Private TLS towards the server (None: the shared client, built-in roots).
-    pub tls: Option<ClientTls>,
+/// Declares [`Target`]: the fields below, then one per per-target key (from
+/// [`per_target_keys`]), and [`Target::new`] from both parts.
+macro_rules! define_target {
+    (
+        $(#[$meta:meta])*
+        pub struct Target {
+            $( $(#[doc = $doc:literal])* pub $field:ident : $ty:ty, )*
+        }
+        [ $( $(#[doc = $kdoc:literal])* $(#[serde $serde:tt])?
+             $key:ident : $kty:ty => $krty:ty = $rule:expr, )* ]
+    ) => {
+        $(#[$meta])*
+        pub struct Target {
+            $( $(#[doc = $doc])* pub $field: $ty, )*
+            $( $(#[doc = $kdoc])* pub $key: $krty, )*
+        }
+
+        /// What a target has besides its per-target keys.
+        pub struct TargetOwn {
+            $( $(#[doc = $doc])* pub $field: $ty, )*
+        }
+
+        impl Target {
+            /// The target of `own` and its resolved `keys`.
+            pub fn new(own: TargetOwn, keys: Keys) -> Target {
+                Target {
+                    $( $field: own.$field, )*
+                    $( $key: keys.$key, )*
+                }
+            }
+        }
+    };
 }
 
-/// How llmprobe trusts a target's server and proves itself to it: paths to
-/// PEM files, read by the probe layer, which keeps one HTTP client per
-/// distinct value.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ClientTls {
-    /// CA certificates that replace the built-in (webpki) roots.
-    pub ca_file: Option<PathBuf>,
-    /// Client certificate and key, for servers that require one.
-    pub identity: Option<TlsFiles>,
-}
+per_target_keys!(define_target! {
+    /// A fully resolved target. Equality covers every setting, the key
+    /// included: a reload restarts a target whose settings differ.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Target {
+        /// Unique name.
+        pub name: String,
+        /// Where the server is.
+        pub endpoint: Endpoint,
+        /// Model id.
+        pub model: String,
+        /// Bearer key, if any.
+        pub api_key: Option<Secret>,
+        /// Configured labels for target_info.
+        pub labels: BTreeMap<String, String>,
+        /// Workloads measured, in order.
+        pub workloads: Vec<Arc<Workload>>,
+        /// Postpone sweeps while the server is busy.
+        pub idle_gate: Option<IdleGate>,
+        /// `max_concurrency`, when it left configured levels out (the climb
+        /// then stops there, and the result says so).
+        pub capped_by_max_concurrency: Option<u32>,
+        /// Private TLS towards the server (None: the shared client, built-in
+        /// roots), from `ca_file`, `cert_file` and `key_file`.
+        pub tls: Option<ClientTls>,
+    }
+});
 
 /// A resolved idle gate of a target: sweeps wait while the server is busy.
 #[derive(Debug, Clone, PartialEq)]
@@ -180,15 +174,6 @@ pub struct Web {
     pub basic_auth_users: BTreeMap<String, Secret>,
     /// Certificate and key, when HTTPS is on.
     pub tls: Option<TlsFiles>,
-}
-
-/// The TLS certificate chain and private key, as PEM files.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct TlsFiles {
-    /// Certificate chain.
-    pub cert_file: PathBuf,
-    /// Private key.
-    pub key_file: PathBuf,
 }
 
 /// Resolved `file_sd:`, `target_template:` and `shard:`.

@@ -1,19 +1,21 @@
 //! One target as written, resolved against `defaults:` and the workloads:
-//! shared by static targets and those discovered from files.
+//! shared by static targets and those discovered from files. Each stage is
+//! a function with one job; the per-target keys resolve by the rules of
+//! [`super::keys`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::checks::{check_base_url, MAX_LEVEL, MAX_REQUESTS_PER_LEVEL};
 use super::defaults;
-use super::file::{DefaultsFile, TargetFile};
+use super::env::{read_key_file, Env};
+use super::file::{DefaultsFile, IdleGateFile, MetricsUrl, TargetFile};
+use super::keys::{Keys, Names, Settings};
 use super::labels::is_usable_label;
-use super::load::{Checks, Env};
-use super::prompts;
-use super::resolved::{ClientTls, Endpoint, IdleGate, Slo, Target, TlsFiles, Workload};
+use super::resolved::{Endpoint, IdleGate, Target, TargetOwn, Workload};
 use super::secret::Secret;
-use super::settings::Settings;
-use super::{MAX_KEY_FILE_BYTES, MAX_LEVEL, MAX_REQUESTS_PER_LEVEL};
+use super::tls::{Checks, ClientTls, TlsFiles};
 
 /// What a target is resolved against: the config's `defaults:` and
 /// workloads, the directory relative paths start from (the config's), the
@@ -34,17 +36,58 @@ pub struct Context<'a> {
 
 /// Resolves one target as written (its name already checked) against
 /// `ctx`; problems are reported under `key`. Shared by static targets and
-/// those discovered from files (`file_sd`).
+/// those discovered from files (`file_sd`). The stages, in the order their
+/// problems are reported: where the server is, the model, the API key, the
+/// workloads, the TLS files, the per-target keys (each by its rule, in
+/// [`super::keys`]), the levels capped by `max_concurrency`, the labels,
+/// the idle gate.
 pub fn resolve_target(
     t: &TargetFile,
     key: &str,
     ctx: &Context<'_>,
     bad: &mut dyn FnMut(&str, String),
 ) -> Option<Target> {
-    let (d, workloads, env) = (ctx.defaults, ctx.workloads, ctx.env);
     let k = |field: &str| format!("{key}.{field}");
-    let default_workload = &d.workload;
-    let endpoint = match (&t.base_url, &t.simulator) {
+    let endpoint = resolve_endpoint(t, key, bad);
+    let model = resolve_model(t, endpoint.as_ref(), &k("model"), bad);
+    let api_key = resolve_api_key(t, key, ctx.env, bad);
+    let workloads = resolve_workloads(t, ctx, &k("workloads"), bad);
+
+    // The merge; a message names the target's key, or `defaults.KEY` for
+    // a value it inherits (for the keys whose check depends on the value).
+    let names = Names {
+        target: key,
+        own: &t.settings,
+    };
+    let merged = t.settings.or(&ctx.defaults.settings);
+    let tls = resolve_client_tls(&names, &merged, ctx, bad);
+    let mut keys = merged.resolve(&names, bad);
+    let capped_by_max_concurrency = cap_levels(&mut keys, &names, bad);
+    check_labels(&t.labels, &k("labels"), bad);
+    let idle_gate = resolve_idle_gate(t.idle_gate.as_ref(), key, bad);
+
+    let own = TargetOwn {
+        name: t.name.clone(),
+        endpoint: endpoint?,
+        model,
+        api_key,
+        labels: t.labels.clone(),
+        workloads,
+        idle_gate,
+        capped_by_max_concurrency,
+        tls,
+    };
+    Some(Target::new(own, keys))
+}
+
+/// `base_url`, or the built-in engine of `simulator`: exactly one of them.
+fn resolve_endpoint(
+    t: &TargetFile,
+    key: &str,
+    bad: &mut dyn FnMut(&str, String),
+) -> Option<Endpoint> {
+    let k = |field: &str| format!("{key}.{field}");
+    match (&t.base_url, &t.simulator) {
         (Some(_), Some(_)) => {
             bad(key, "set either `base_url` or `simulator`, not both".into());
             None
@@ -70,21 +113,35 @@ pub fn resolve_target(
                 None
             }
         },
-    };
+    }
+}
 
-    let model = match (&t.model, &endpoint) {
+/// `model`, or the simulated engine's own model name.
+fn resolve_model(
+    t: &TargetFile,
+    endpoint: Option<&Endpoint>,
+    key: &str,
+    bad: &mut dyn FnMut(&str, String),
+) -> String {
+    match (&t.model, endpoint) {
         (Some(m), _) if !m.trim().is_empty() => m.clone(),
         (_, Some(Endpoint::Simulator(p))) => p.model_name.clone(),
         _ => {
-            bad(
-                &k("model"),
-                "missing: name the model id the server serves".into(),
-            );
+            bad(key, "missing: name the model id the server serves".into());
             String::new()
         }
-    };
+    }
+}
 
-    let api_key = match (&t.api_key_env, &t.api_key_file) {
+/// The API key from `api_key_env` or `api_key_file` (at most one of them).
+fn resolve_api_key(
+    t: &TargetFile,
+    key: &str,
+    env: &dyn Env,
+    bad: &mut dyn FnMut(&str, String),
+) -> Option<Secret> {
+    let k = |field: &str| format!("{key}.{field}");
+    match (&t.api_key_env, &t.api_key_file) {
         (Some(_), Some(_)) => {
             bad(
                 key,
@@ -102,235 +159,137 @@ pub fn resolve_target(
                 None
             }
         },
-        (None, Some(f)) => {
-            let expanded = expand_credentials_dir(f, env);
-            // Bounded, and never quoted: the content is the secret.
-            let read = prompts::read_limited(Path::new(&expanded), MAX_KEY_FILE_BYTES);
-            match read.map(|b| b.map(String::from_utf8)) {
-                Ok(Some(Ok(v))) if !v.trim().is_empty() => Some(Secret::new(v.trim().to_string())),
-                Ok(Some(Ok(_))) => {
-                    bad(&k("api_key_file"), format!("`{expanded}` is empty"));
-                    None
-                }
-                Ok(Some(Err(_))) => {
-                    bad(
-                        &k("api_key_file"),
-                        format!("`{expanded}` is not UTF-8 text"),
-                    );
-                    None
-                }
-                Ok(None) => {
-                    bad(
-                        &k("api_key_file"),
-                        format!("`{expanded}` is larger than {MAX_KEY_FILE_BYTES} bytes"),
-                    );
-                    None
-                }
-                Err(e) => {
-                    bad(&k("api_key_file"), format!("cannot read `{expanded}`: {e}"));
-                    None
-                }
+        (None, Some(f)) => match read_key_file(f, env) {
+            Ok(v) => Some(Secret::new(v)),
+            Err(e) => {
+                bad(&k("api_key_file"), e);
+                None
             }
-        }
+        },
         (None, None) => None,
-    };
+    }
+}
 
-    let names: Vec<String> = match (&t.workloads, &default_workload) {
+/// The target's `workloads`, else `defaults.workload`, each one defined.
+fn resolve_workloads(
+    t: &TargetFile,
+    ctx: &Context<'_>,
+    key: &str,
+    bad: &mut dyn FnMut(&str, String),
+) -> Vec<Arc<Workload>> {
+    let names: Vec<String> = match (&t.workloads, &ctx.defaults.workload) {
         (Some(ws), _) => ws.clone(),
         (None, Some(w)) => vec![w.clone()],
         (None, None) => {
-            bad(
-                &k("workloads"),
-                "missing, and `defaults.workload` is not set".into(),
-            );
+            bad(key, "missing, and `defaults.workload` is not set".into());
             vec![]
         }
     };
     if t.workloads.as_ref().is_some_and(|w| w.is_empty()) {
-        bad(&k("workloads"), "is empty".into());
+        bad(key, "is empty".into());
     }
-    let mut target_workloads = Vec::new();
+    let mut found = Vec::new();
     for w in &names {
-        match workloads.get(w) {
-            Some(w) => target_workloads.push(w.clone()),
+        match ctx.workloads.get(w) {
+            Some(w) => found.push(w.clone()),
             None => bad(
-                &k("workloads"),
+                key,
                 format!("workload `{w}` is not defined under `workloads`"),
             ),
         }
     }
+    found
+}
 
-    // The merge; a message names the target's key, or `defaults.KEY` for
-    // a value it inherits (for the keys whose check depends on the value).
-    let own = &t.settings;
-    let s = own.or(&d.settings);
-    let at = |set_here: bool, field: &str| {
-        if set_here {
-            k(field)
-        } else {
-            format!("defaults.{field}")
+/// Drops the levels above `max_concurrency`, returning it when it left
+/// some out; a level of what remains may still not hold more than
+/// [`MAX_REQUESTS_PER_LEVEL`] requests.
+fn cap_levels(
+    keys: &mut Keys,
+    names: &Names<'_>,
+    bad: &mut dyn FnMut(&str, String),
+) -> Option<u32> {
+    let mut capped = None;
+    if let Some(max) = keys.max_concurrency {
+        if keys.levels.iter().any(|&l| l > max) {
+            capped = Some(max);
         }
-    };
-    let tls = resolve_client_tls(own, &s, ctx, &at, bad);
-    let warmup_requests = s.warmup_requests.unwrap_or(defaults::WARMUP_REQUESTS);
-    if u64::from(warmup_requests) > MAX_REQUESTS_PER_LEVEL {
-        bad(
-            &at(own.warmup_requests.is_some(), "warmup_requests"),
-            format!("must be at most {MAX_REQUESTS_PER_LEVEL}"),
-        );
-    }
-    let mut levels = s.levels.unwrap_or_else(|| defaults::LEVELS.to_vec());
-    let levels_key = at(own.levels.is_some(), "levels");
-    if levels.is_empty() {
-        bad(&levels_key, "is empty".into());
-    } else if levels.contains(&0) {
-        bad(&levels_key, "a level must be at least 1".into());
-    } else if levels.iter().any(|&l| l > MAX_LEVEL) {
-        bad(&levels_key, format!("a level must be at most {MAX_LEVEL}"));
-    } else if levels.windows(2).any(|w| w[1] <= w[0]) {
-        bad(
-            &levels_key,
-            format!("must be strictly increasing, got {levels:?}"),
-        );
-    }
-    let mut capped_by_max_concurrency = None;
-    if let Some(max) = s.max_concurrency {
-        if max == 0 {
-            bad(&k("max_concurrency"), "must be at least 1".into());
-        }
-        if levels.iter().any(|&l| l > max) {
-            capped_by_max_concurrency = Some(max);
-        }
-        levels.retain(|&l| l <= max);
-        if levels.is_empty() && max > 0 {
+        keys.levels.retain(|&l| l <= max);
+        if keys.levels.is_empty() && max > 0 {
             bad(
-                &k("max_concurrency"),
+                &names.target("max_concurrency"),
                 format!("{max} is below every configured level"),
             );
         }
     }
-    let requests_per_level = s.requests_per_level.unwrap_or(defaults::REQUESTS_PER_LEVEL);
-    let min_requests_per_level = s
-        .min_requests_per_level
-        .unwrap_or(defaults::MIN_REQUESTS_PER_LEVEL);
-    if let Some(&top) = levels.iter().filter(|&&l| l <= MAX_LEVEL).max() {
-        let n = requests_per_level.count(top, min_requests_per_level);
+    if let Some(&top) = keys.levels.iter().filter(|&&l| l <= MAX_LEVEL).max() {
+        let n = keys
+            .requests_per_level
+            .count(top, keys.min_requests_per_level);
         if n > MAX_REQUESTS_PER_LEVEL {
-            let (field, set_here) = if u64::from(min_requests_per_level) > MAX_REQUESTS_PER_LEVEL {
-                (
-                    "min_requests_per_level",
-                    own.min_requests_per_level.is_some(),
-                )
+            let field = if u64::from(keys.min_requests_per_level) > MAX_REQUESTS_PER_LEVEL {
+                "min_requests_per_level"
             } else {
-                ("requests_per_level", own.requests_per_level.is_some())
+                "requests_per_level"
             };
             bad(
-                &at(set_here, field),
+                &names.at(field, names.own.is_set(field)),
                 format!(
                     "gives {n} requests at concurrency {top}, more than {MAX_REQUESTS_PER_LEVEL}"
                 ),
             );
         }
     }
-    let request_timeout = s.request_timeout.unwrap_or(defaults::REQUEST_TIMEOUT);
-    if request_timeout.is_zero() {
-        bad(&k("request_timeout"), "must be more than 0s".into());
-    }
-    let slo = s.slo.unwrap_or_default();
-    let slo = Slo {
-        p95_latency: slo.p95_latency.unwrap_or(defaults::SLO_P95_LATENCY),
-        max_shed_ratio: slo.max_shed_ratio.unwrap_or(defaults::SLO_MAX_SHED_RATIO),
-        max_error_ratio: slo.max_error_ratio.unwrap_or(defaults::SLO_MAX_ERROR_RATIO),
-    };
-    if !(0.0..=1.0).contains(&slo.max_shed_ratio) {
-        bad(&k("slo.max_shed_ratio"), "must be between 0 and 1".into());
-    }
-    if !(0.0..=1.0).contains(&slo.max_error_ratio) {
-        bad(&k("slo.max_error_ratio"), "must be between 0 and 1".into());
-    }
-    let headroom = s.headroom.unwrap_or(defaults::HEADROOM);
-    if !(headroom > 0.0 && headroom <= 1.0) {
-        bad(
-            &at(own.headroom.is_some(), "headroom"),
-            format!("must be in (0, 1], got {headroom}"),
-        );
-    }
-    // Not defaulted here: unset, warm-up checks the default (see Target).
-    let max_tokens_field = s.max_tokens_field;
-    let early_stop = s.early_stop.unwrap_or(defaults::EARLY_STOP);
-    let refine_resolution = s.refine_resolution.unwrap_or(defaults::REFINE_RESOLUTION);
-    let full_sweep_every = s.full_sweep_every.unwrap_or(defaults::FULL_SWEEP_EVERY);
-    if full_sweep_every == 0 {
-        bad(
-            &at(own.full_sweep_every.is_some(), "full_sweep_every"),
-            "must be at least 1 (1: every sweep climbs from the lowest level)".into(),
-        );
-    }
+    capped
+}
 
-    for label in t.labels.keys() {
+/// Checks that each configured label can go into `llmprobe_target_info`.
+fn check_labels(labels: &BTreeMap<String, String>, key: &str, bad: &mut dyn FnMut(&str, String)) {
+    for label in labels.keys() {
         if !is_usable_label(label) {
-            bad(
-                &k("labels"),
-                format!("`{label}` is not a usable label name"),
-            );
+            bad(key, format!("`{label}` is not a usable label name"));
         }
     }
+}
 
-    let idle_gate = t.idle_gate.as_ref().and_then(|g| {
-        match check_base_url(&g.metrics_url) {
-            Err(e) => bad(&k("idle_gate.metrics_url"), e),
-            Ok(_) if g.metric.trim().is_empty() => {
-                bad(&k("idle_gate.metric"), "must not be empty".into())
-            }
-            Ok(url) => {
-                return Some(IdleGate {
-                    metrics_url: url,
-                    metric: g.metric.trim().to_string(),
-                    max_value: g.max_value,
-                    retry_every: g
-                        .retry_every
-                        .unwrap_or(defaults::IDLE_GATE_RETRY_EVERY)
-                        .max(defaults::IDLE_GATE_MIN_RETRY_EVERY),
-                })
-            }
+/// `idle_gate:` checked, its wait bounded below.
+fn resolve_idle_gate(
+    g: Option<&IdleGateFile<MetricsUrl>>,
+    key: &str,
+    bad: &mut dyn FnMut(&str, String),
+) -> Option<IdleGate> {
+    let g = g?;
+    match check_base_url(&g.at.0) {
+        Err(e) => bad(&format!("{key}.idle_gate.metrics_url"), e),
+        Ok(_) if g.metric.trim().is_empty() => bad(
+            &format!("{key}.idle_gate.metric"),
+            "must not be empty".into(),
+        ),
+        Ok(url) => {
+            return Some(IdleGate {
+                metrics_url: url,
+                metric: g.metric.trim().to_string(),
+                max_value: g.max_value,
+                retry_every: g
+                    .retry_every
+                    .unwrap_or(defaults::IDLE_GATE_RETRY_EVERY)
+                    .max(defaults::IDLE_GATE_MIN_RETRY_EVERY),
+            })
         }
-        None
-    });
-
-    endpoint.map(|endpoint| Target {
-        name: t.name.clone(),
-        endpoint,
-        model,
-        api_key,
-        labels: t.labels.clone(),
-        workloads: target_workloads,
-        warmup_requests,
-        levels,
-        requests_per_level,
-        min_requests_per_level,
-        request_timeout,
-        slo,
-        headroom,
-        max_tokens_field,
-        idle_gate,
-        tls,
-        capped_by_max_concurrency,
-        early_stop,
-        refine_resolution,
-        full_sweep_every,
-    })
+    }
+    None
 }
 
 /// The merged `ca_file`, `cert_file` and `key_file` (relative to the
 /// config), checked by `ctx.checks`; a problem names the key where the file
-/// was set (`own`: the target's, else `defaults.`, through `at`).
+/// was set.
 fn resolve_client_tls(
-    own: &Settings,
+    names: &Names<'_>,
     merged: &Settings,
     ctx: &Context<'_>,
-    at: &dyn Fn(bool, &str) -> String,
     bad: &mut dyn FnMut(&str, String),
 ) -> Option<ClientTls> {
+    let at = |field: &str| names.at(field, names.own.is_set(field));
     let rel = |p: &PathBuf| {
         if p.is_relative() {
             ctx.base_dir.join(p)
@@ -345,15 +304,16 @@ fn resolve_client_tls(
             key_file: rel(key),
         }),
         (Some(_), None) => {
+            // Named where `cert_file` was set: that is what asks for a key.
             bad(
-                &at(own.cert_file.is_some(), "key_file"),
+                &names.at("key_file", names.own.cert_file.is_some()),
                 "missing: `cert_file` is set, and mutual TLS needs its key too".into(),
             );
             return None;
         }
         (None, Some(_)) => {
             bad(
-                &at(own.key_file.is_some(), "cert_file"),
+                &names.at("cert_file", names.own.key_file.is_some()),
                 "missing: `key_file` is set, and mutual TLS needs its certificate too".into(),
             );
             return None;
@@ -369,35 +329,8 @@ fn resolve_client_tls(
     match (ctx.checks.client_tls)(&tls) {
         Ok(()) => Some(tls),
         Err((field, e)) => {
-            let set_here = match field {
-                TlsKey::CaFile => own.ca_file.is_some(),
-                TlsKey::CertFile => own.cert_file.is_some(),
-                TlsKey::KeyFile => own.key_file.is_some(),
-            };
-            bad(&at(set_here, field.name()), e);
+            bad(&at(field.name()), e);
             None
-        }
-    }
-}
-
-/// Which of a target's TLS keys a problem is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TlsKey {
-    /// `ca_file`.
-    CaFile,
-    /// `cert_file`.
-    CertFile,
-    /// `key_file`.
-    KeyFile,
-}
-
-impl TlsKey {
-    /// The key as written in the file.
-    pub fn name(self) -> &'static str {
-        match self {
-            TlsKey::CaFile => "ca_file",
-            TlsKey::CertFile => "cert_file",
-            TlsKey::KeyFile => "key_file",
         }
     }
 }
@@ -413,45 +346,16 @@ pub fn check_levels_within_cap(
     bad: &mut dyn FnMut(&str, String),
 ) {
     if let Some(&level) = target.levels.iter().find(|&&l| l > cap) {
-        let levels_key = if t.settings.levels.is_some() {
-            format!("{key}.levels")
-        } else {
-            "defaults.levels".into()
+        let names = Names {
+            target: key,
+            own: &t.settings,
         };
         bad(
-            &levels_key,
+            &names.at("levels", t.settings.levels.is_some()),
             format!(
                 "level {level} is above schedule.max_in_flight_total ({cap}): a level must hold all of its \
                  requests in flight at once (raise the cap, or set max_concurrency)"
             ),
         );
-    }
-}
-
-/// A base URL checked (http or https, no credentials, no query), without
-/// its trailing slash.
-fn check_base_url(url: &str) -> Result<String, String> {
-    let parsed = url::Url::parse(url).map_err(|e| format!("not a URL: {e}"))?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err("must start with http:// or https://".into());
-    }
-    if !parsed.username().is_empty() || parsed.password().is_some() {
-        // Credentials in the URL would end up in logs and labels.
-        return Err("must not hold credentials: use api_key_env or api_key_file".into());
-    }
-    if parsed.query().is_some() {
-        return Err("must not have a query string".into());
-    }
-    Ok(url.trim_end_matches('/').to_string())
-}
-
-/// Expands a leading `${CREDENTIALS_DIRECTORY}` (systemd's `LoadCredential=`).
-fn expand_credentials_dir(path: &str, env: &dyn Env) -> String {
-    match path.strip_prefix("${CREDENTIALS_DIRECTORY}") {
-        Some(rest) => format!(
-            "{}{rest}",
-            env.var("CREDENTIALS_DIRECTORY").unwrap_or_default()
-        ),
-        None => path.to_string(),
     }
 }

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use super::defaults;
-use super::file::{IdleGateFile, TargetFile, TemplateFile};
-use super::settings::Settings;
+use super::file::{IdleGateFile, MetricsUrl, TargetFile, TemplateFile};
+use super::keys::Settings;
 
 /// Checks a `host:port` from a discovery file: no scheme, path, credentials
 /// or spaces (those belong in the template, or nowhere).
@@ -69,12 +69,10 @@ pub fn target_file(
             None => t.settings.max_concurrency,
         };
     let idle_gate = t.idle_gate.as_ref().map(|g| IdleGateFile {
-        metrics_url: format!(
+        at: MetricsUrl(format!(
             "{scheme}://{address}{}",
-            g.metrics_path
-                .as_deref()
-                .unwrap_or(defaults::TEMPLATE_METRICS_PATH)
-        ),
+            g.at.0.as_deref().unwrap_or(defaults::TEMPLATE_METRICS_PATH)
+        )),
         metric: g.metric.clone(),
         max_value: g.max_value,
         retry_every: g.retry_every,

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{Engine, ReasoningField, SimParams};
+use super::params::{Engine, ReasoningField, SimParams};
 
 /// The profile used when none is named.
 pub const DEFAULT_PROFILE: &str = "small-gpu";

@@ -1,0 +1,47 @@
+//! Checks of single values that more than one section uses, and the upper
+//! bounds of sizes. A leaf: it imports no other part of config.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+// Upper bounds, so that a typo is an error at load rather than a panic or an
+// exhausted memory later: a level runs one task per request in flight and
+// keeps one sample per request, and the interval is added to clock times.
+/// Highest concurrency level.
+pub const MAX_LEVEL: u32 = 10_000;
+/// Most requests in one level (or warm-up).
+pub const MAX_REQUESTS_PER_LEVEL: u64 = 1_000_000;
+/// Longest interval between two sweeps.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(365 * 24 * 3600);
+/// Most shards.
+pub const MAX_SHARDS: u32 = 10_000;
+
+/// A base URL checked (http or https, no credentials, no query), without
+/// its trailing slash.
+pub fn check_base_url(url: &str) -> Result<String, String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("not a URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err("must start with http:// or https://".into());
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        // Credentials in the URL would end up in logs and labels.
+        return Err("must not hold credentials: use api_key_env or api_key_file".into());
+    }
+    if parsed.query().is_some() {
+        return Err("must not have a query string".into());
+    }
+    Ok(url.trim_end_matches('/').to_string())
+}
+
+/// Checks that every password is a bcrypt hash (a plain password would
+/// never match, and would sit in the file in clear).
+pub fn check_password_hashes(users: &BTreeMap<String, String>) -> Result<(), String> {
+    for (user, hash) in users {
+        if !hash.starts_with("$2") || hash.len() != 60 {
+            return Err(format!(
+                "password of `{user}` must be a bcrypt hash (`$2y$...`, 60 characters)"
+            ));
+        }
+    }
+    Ok(())
+}
