@@ -182,8 +182,11 @@ impl Names<'_> {
 /// resolved one, then the checks of the result.
 pub struct Rule<W, R> {
     resolve: fn(Option<W>) -> R,
-    checks: Vec<(Where, fn(&R) -> Result<(), String>)>,
+    checks: Vec<(Where, Check<R>)>,
 }
+
+/// A check of a resolved value: Err(what is wrong).
+type Check<R> = fn(&R) -> Result<(), String>;
 
 /// Where a check's problem is named.
 enum Where {
@@ -203,18 +206,14 @@ pub fn rule<W, R>(resolve: fn(Option<W>) -> R) -> Rule<W, R> {
 
 impl<W, R> Rule<W, R> {
     /// Adds a check, reported under the key where the value was set.
-    pub fn check(mut self, check: fn(&R) -> Result<(), String>) -> Self {
+    pub fn check(mut self, check: Check<R>) -> Self {
         self.checks.push((Where::Set, check));
         self
     }
 
     /// Adds a check reported under the target's own key (plus `suffix`),
     /// even for an inherited value.
-    pub fn check_at_target(
-        mut self,
-        suffix: &'static str,
-        check: fn(&R) -> Result<(), String>,
-    ) -> Self {
+    pub fn check_at_target(mut self, suffix: &'static str, check: Check<R>) -> Self {
         self.checks.push((Where::Target(suffix), check));
         self
     }
