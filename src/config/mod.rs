@@ -14,9 +14,9 @@
 //!   doc); [`defaults`]: the daemon-wide defaults;
 //! - [`file`]: the file as written → the merge and per-key rules
 //!   ([`keys::Settings`]) → the stages of one target ([`target`], a
-//!   discovered one through [`template`]), the fleet sections ([`fleet`]),
-//!   the whole file ([`resolve`]) → [`resolved`]; [`load`] reads the file
-//!   and runs them.
+//!   discovered one through [`template`]), [`workloads`], [`pairs`],
+//!   [`web`], the fleet sections ([`fleet`]), the whole file ([`resolve`])
+//!   → [`resolved`]; [`load`] reads the file and runs them.
 
 pub mod checks;
 pub mod defaults;
@@ -28,6 +28,7 @@ pub mod gentle;
 pub mod keys;
 pub mod labels;
 pub mod load;
+pub mod pairs;
 pub mod prompts;
 pub mod resolve;
 pub mod resolved;
@@ -37,6 +38,8 @@ pub mod target;
 pub mod template;
 pub mod tls;
 pub mod values;
+pub mod web;
+pub mod workloads;
 
 #[cfg(test)]
 mod tests;
