@@ -14,12 +14,6 @@ use std::path::Path;
 /// needs fails the test, so that it is deleted.
 #[rustfmt::skip]
 const KNOWN: &[(&str, &str)] = &[
-    ("circle in src/config/: file.rs, settings.rs",
-     "branch config: config/ as a one-way pipeline"),
-    ("circle in src/config/: fleet.rs, load.rs, mod.rs, resolve.rs, target.rs",
-     "branch config: config/ as a one-way pipeline"),
-    ("circle in src/config/simulator/: mod.rs, profiles.rs",
-     "branch config: no circle inside config/"),
     // The three below are a mod.rs and the children it calls using each
     // other (helpers and types in mod.rs); no branch under way removes them
     // (thinlib landed without): each wants its helpers in a file of their own.
