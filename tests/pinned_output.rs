@@ -134,6 +134,7 @@ fn good_report() -> SweepReport {
                 "with `max_completion_tokens`, the server sent 48 content chunks for a limit of 16 tokens"
                     .to_string(),
             ),
+            kept_sweeps: 0,
         },
         workloads: vec![
             WorkloadReport {

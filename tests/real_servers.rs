@@ -458,6 +458,103 @@ async fn a_server_that_nothing_bounds_fails_the_sweep_saying_so() {
     assert!(r.workloads.is_empty(), "no level is measured");
 }
 
+/// Two prompts, one warm-up request (prompt 0), levels 1 and 2 of four
+/// requests each: prompts 0, 1, 0, 1.
+fn two_prompts(base_url: &str) -> String {
+    yaml(base_url, "[1, 2]", 4, LOOSE_SLO, "")
+        .replace("  warmup_requests: 0\n", "  warmup_requests: 1\n")
+        .replace(
+            r#"prompts: ["hello there"]"#,
+            r#"prompts: ["brief: say hi", "tell me a long story"]"#,
+        )
+}
+
+/// The answers of a server that honours only `max_tokens`: `n` tokens.
+fn honoured(n: u64) -> String {
+    let mut s = SSE_HEAD.to_string();
+    for _ in 0..n {
+        s.push_str(&content("tok"));
+    }
+    s.push_str(&finish());
+    s.push_str(DONE);
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_honouring_only_max_tokens_that_answers_the_first_prompt_briefly() {
+    // Without `max_tokens` the brief prompt still ends after 2 tokens (the
+    // warm-up sees nothing wrong); the other runs until its context is full.
+    let s = raw::start(|mut c| async move {
+        let Some((head, body)) = c.read_request_and_body().await else {
+            return;
+        };
+        if !head.starts_with("POST") {
+            c.write(raw::response("404 Not Found", &[], "")).await;
+            return;
+        }
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        if let Some(n) = body["max_tokens"].as_u64() {
+            c.write(honoured(n)).await;
+        } else if body.to_string().contains("brief") {
+            c.write(honoured(2)).await;
+        } else {
+            let mut s = SSE_HEAD.to_string();
+            for _ in 0..40 {
+                s.push_str(&content("tok"));
+            }
+            c.write(s).await;
+            c.reset();
+        }
+    })
+    .await;
+    let r = sweep(&two_prompts(&s.base_url())).await;
+    assert!(r.success, "{:?}", r.error);
+    assert_eq!(r.output_limit.field, "max_tokens");
+    assert_eq!(r.output_limit.source, "detected");
+    let note = r.output_limit.note.as_deref().unwrap_or("");
+    assert!(note.contains("with `max_completion_tokens`"), "{note}");
+    for l in levels(&r) {
+        assert_eq!(l.outcomes["ok"], 4, "{:?}", l.error_examples);
+        assert_eq!(l.outcomes["protocol_error"], 0);
+    }
+    assert_eq!(r.workloads[0].capacity.knee_concurrency, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_422_naming_max_completion_tokens_switches_to_max_tokens() {
+    // FastAPI/pydantic: an unknown field is a 422 that names it in `loc`.
+    let s = raw::start(|mut c| async move {
+        let Some((head, body)) = c.read_request_and_body().await else {
+            return;
+        };
+        if !head.starts_with("POST") {
+            c.write(raw::response("404 Not Found", &[], "")).await;
+            return;
+        }
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        if body.get("max_completion_tokens").is_some() {
+            let detail = r#"{"detail":[{"type":"extra_forbidden","loc":["body","max_completion_tokens"],"msg":"Extra inputs are not permitted","input":8}]}"#;
+            let headers = [("content-type", "application/json")];
+            c.write(raw::response("422 Unprocessable Entity", &headers, detail))
+                .await;
+        } else {
+            c.write(honoured(body["max_tokens"].as_u64().unwrap_or(100)))
+                .await;
+        }
+    })
+    .await;
+    let r = sweep(&two_prompts(&s.base_url())).await;
+    assert!(r.success, "{:?}", r.error);
+    assert_eq!(r.output_limit.field, "max_tokens");
+    assert_eq!(r.output_limit.source, "detected");
+    let note = r.output_limit.note.as_deref().unwrap_or("");
+    assert!(note.contains("extra_forbidden"), "{note}");
+    for l in levels(&r) {
+        assert_eq!(l.outcomes["ok"], 4, "{:?}", l.error_examples);
+    }
+    assert_eq!(r.workloads[0].capacity.knee_concurrency, 2);
+}
+
 // --- Prefix caches -----------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

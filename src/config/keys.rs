@@ -70,9 +70,9 @@ macro_rules! per_target_keys {
             max_concurrency: u32 => Option<u32> = rule(|v| v)
                 .check_at_target("", |m| m.map_or(Ok(()), at_least_one)),
             /// Request field that carries the output limit; None: not
-            /// configured, so warm-up checks that `max_completion_tokens`
-            /// bounds the output, and tries `max_tokens`, then both, when it
-            /// does not.
+            /// configured, so every answer is checked: `max_completion_tokens`
+            /// first, then `max_tokens`, then both, when it does not bound
+            /// the output.
             max_tokens_field: $crate::config::values::MaxTokensField
                 => Option<$crate::config::values::MaxTokensField> = rule(|v| v),
             /// PEM roots that replace the built-in ones for this server.

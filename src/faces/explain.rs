@@ -96,7 +96,7 @@ pub fn explain(config: &Config) -> String {
             match t.max_tokens_field {
                 Some(f) => format!("sent as `{}` (configured)", f.as_str()),
                 None =>
-                    "sent as `max_completion_tokens`, checked at warm-up (`max_tokens`, then both, \
+                    "sent as `max_completion_tokens`, checked on every answer (`max_tokens`, then both, \
                          if the server does not honour it); set max_tokens_field to skip the check"
                         .to_string(),
             }

@@ -188,7 +188,8 @@ pub fn output_limit(r: &SweepReport) -> Option<String> {
     }
     let how = match (o.source.as_str(), &o.note) {
         ("detected", Some(note)) => format!("found at warm-up: {note}"),
-        ("default", None) => "the default, checked at warm-up".to_string(),
+        ("default", None) => "the default, checked on every answer".to_string(),
+        ("unbounded", Some(note)) => format!("nothing bounds the output: {note}"),
         ("default", Some(note)) => format!("the default; {note}"),
         (source, _) => source.to_string(),
     };

@@ -420,7 +420,7 @@ pub mod quantity {
 }
 
 /// The `max_tokens_field` label of `llmprobe_target_info`: the request field
-/// that carries the output limit (configured, or found at warm-up; empty
+/// that carries the output limit (configured, or found on an answer; empty
 /// until the first sweep when not configured).
 pub const TARGET_INFO_MAX_TOKENS_FIELD: &str = "max_tokens_field";
 

@@ -14,7 +14,7 @@ use crate::config::{GatewayPair, Schedule, Target};
 use crate::metrics::Metrics;
 use crate::schedule::endpoint::{self, Reachable};
 use crate::schedule::idle_gate::{self, IdleGate};
-use crate::schedule::warm_start::{self, Kind, Plan, Planner};
+use crate::schedule::warm_start::{self, Kind, Planner};
 use crate::schedule::{jittered, log, Statuses};
 use crate::stats::report::{PairReport, SweepReport, TargetStatus};
 use crate::sweep::{self, interleaved, SweepEnv};
@@ -49,8 +49,9 @@ pub(crate) enum Reached<'a> {
 
 /// What one round of a job measured.
 pub(crate) enum Measured<'a> {
-    // Boxed, both: reports are hundreds of bytes on the stack.
-    Sweep(&'a Target, Box<SweepReport>),
+    // Boxed, both: reports are hundreds of bytes on the stack. A sweep's is
+    // shared with the index page and kept for the loop's next sweep.
+    Sweep(&'a Target, Arc<SweepReport>),
     Pair(Box<PairReport>),
 }
 
@@ -95,12 +96,21 @@ pub(crate) async fn run(
     // A new loop (first start, or a reload that changed the target) starts
     // with a full sweep.
     let mut planner = job.planner();
+    // The loop's latest sweep: what it found is where the next one starts.
+    let mut latest: Option<Arc<SweepReport>> = None;
     loop {
         if !Box::pin(job.may_start(&env, &out, &cancel)).await {
             break;
         }
         let plan = planner.as_ref().map(Planner::plan);
-        let measured = Box::pin(reached.measure(&env, schedule.sweep_timeout, plan.as_ref())).await;
+        let prior = sweep::Prior {
+            warm: plan
+                .as_ref()
+                .filter(|p| p.kind == Kind::Warm)
+                .map(|p| &p.warm),
+            latest: latest.as_deref(),
+        };
+        let measured = Box::pin(reached.measure(&env, schedule.sweep_timeout, prior)).await;
         if cancel.is_cancelled() {
             break;
         }
@@ -108,6 +118,9 @@ pub(crate) async fn run(
             p.record(report.kind, warm_start::found_in(report));
         }
         measured.publish(&out);
+        if let Measured::Sweep(_, report) = measured {
+            latest = Some(report);
+        }
         let wait = jittered(schedule.interval, schedule.jitter, fastrand::f64());
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
@@ -214,16 +227,13 @@ impl Reached<'_> {
         &self,
         env: &SweepEnv,
         time_limit: Duration,
-        plan: Option<&Plan>,
+        prior: sweep::Prior<'_>,
     ) -> Measured<'_> {
         match self {
-            Reached::Target(target, at) => {
-                let warm = plan.filter(|p| p.kind == Kind::Warm).map(|p| &p.warm);
-                Measured::Sweep(
-                    target,
-                    Box::new(sweep::run(env, target, &at.base_url, time_limit, warm).await),
-                )
-            }
+            Reached::Target(target, at) => Measured::Sweep(
+                target,
+                Arc::new(sweep::run_after(env, target, &at.base_url, time_limit, prior).await),
+            ),
             Reached::Pair {
                 pair,
                 direct,
@@ -246,7 +256,7 @@ impl Measured<'_> {
     /// The sweep's report; None for a pair's.
     pub(crate) fn into_sweep(self) -> Option<SweepReport> {
         match self {
-            Measured::Sweep(_, report) => Some(*report),
+            Measured::Sweep(_, report) => Some(Arc::unwrap_or_clone(report)),
             Measured::Pair(_) => None,
         }
     }
@@ -272,7 +282,7 @@ impl Measured<'_> {
                     .unwrap_or_else(|e| e.into_inner())
                     .entry(target.name.clone())
                     .or_insert_with(|| TargetStatus::new(&target.name, &target.model))
-                    .record(report);
+                    .record_shared(report.clone());
             }
             Measured::Pair(report) => {
                 log::pair(report);

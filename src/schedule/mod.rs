@@ -160,17 +160,12 @@ impl Scheduler {
         };
         if schedule_changed {
             // A new global cap needs a new semaphore: restart every loop on it.
-            let learned = self.env.as_ref().map(|e| e.learned.clone());
-            let mut env = SweepEnv::new(
+            let env = SweepEnv::new(
                 self.clients.clone(),
                 config.schedule.max_in_flight_total,
                 self.root.child_token(),
                 Arc::new(MetricsObserver(self.out.metrics.clone())),
             );
-            // What warm-up found out about a server outlives a new cap.
-            if let Some(learned) = learned {
-                env.learned = learned;
-            }
             self.env = Some(env);
             self.schedule = Some(config.schedule.clone());
         }
@@ -287,7 +282,6 @@ impl Scheduler {
         }
         let guard = done.drop_guard();
         let out = self.out.clone();
-        let learned = self.env.as_ref().map(|e| e.learned.clone());
         tokio::spawn(async move {
             let _guard = guard;
             for ended in stopped {
@@ -297,9 +291,6 @@ impl Scheduler {
                 match key {
                     LoopKey::Target(name) => {
                         out.metrics.forget_target(&name);
-                        if let Some(learned) = &learned {
-                            learned.forget(&name);
-                        }
                         out.statuses
                             .write()
                             .unwrap_or_else(|e| e.into_inner())

@@ -41,7 +41,7 @@ pub async fn sweep(
         let job = Job::Target(target.clone());
         let reached = job.reach().await?;
         let measured = reached
-            .measure(&env, config.schedule.sweep_timeout, None)
+            .measure(&env, config.schedule.sweep_timeout, Default::default())
             .await;
         reports.extend(measured.into_sweep());
     }
@@ -74,7 +74,7 @@ pub async fn measure_pairs(
         };
         let reached = job.reach().await?;
         let measured = reached
-            .measure(&env, config.schedule.sweep_timeout, None)
+            .measure(&env, config.schedule.sweep_timeout, Default::default())
             .await;
         reports.extend(measured.into_pair());
     }

@@ -277,11 +277,18 @@ pub struct Capacity {
 pub struct OutputLimit {
     /// `max_completion_tokens`, `max_tokens` or `both`.
     pub field: String,
-    /// `configured`, `default` (the default, checked at warm-up) or
-    /// `detected` (the default did not bound the output).
+    /// `configured`, `default` (the default, checked on every answer),
+    /// `detected` (the default did not bound the output) or `unbounded`
+    /// (no field did: the sweep failed saying so).
     pub source: String,
-    /// What warm-up saw, when the field was detected.
+    /// What the answers said of the fields left behind (or that none was
+    /// checked).
     pub note: Option<String>,
+    /// Sweeps of the same server a detected field has been kept since it
+    /// was found (0: found by this sweep); the default is tried again after
+    /// `sweep::output_limit::RECHECK_EVERY_SWEEPS`.
+    #[serde(default)]
+    pub kept_sweeps: u32,
 }
 
 /// Results of one workload on one target.
@@ -443,14 +450,20 @@ impl TargetStatus {
     /// Takes in a finished sweep: a success replaces the time of the last
     /// success and clears the error; a failure keeps that time.
     pub fn record(&mut self, report: &SweepReport) {
+        self.record_shared(Arc::new(report.clone()));
+    }
+
+    /// [`TargetStatus::record`] of a report shared with its loop.
+    pub fn record_shared(&mut self, shared: Arc<SweepReport>) {
+        let report = &*shared;
         self.model = report.model.clone();
-        self.report = Some(Arc::new(report.clone()));
         if report.success {
             self.last_success_unix = Some(report.finished_at_unix_seconds);
             self.last_error = None;
         } else {
             self.last_error = report.error.clone();
         }
+        self.report = Some(shared);
     }
 }
 

@@ -14,6 +14,7 @@ use crate::config::Slo;
 use crate::stats::level::Span;
 use crate::stats::sample::{Outcome, Sample};
 use crate::stats::verdict::{Breach, Tally};
+use crate::sweep::output_limit::Watch;
 use crate::sweep::{Requests, SweepEnv};
 
 /// What a level's requests are for.
@@ -35,6 +36,9 @@ pub(crate) struct Run {
     pub(crate) cancel: CancellationToken,
     /// The target's and workload's requests.
     pub(crate) requests: Arc<Requests>,
+    /// Judges every answer against the output limit, when the field is not
+    /// configured: an answer beyond it ends the pass at once.
+    pub(crate) watch: Option<Arc<Watch>>,
 }
 
 /// What one pass measured.
@@ -136,6 +140,7 @@ impl Run {
             let (env, cancel, requests) =
                 (self.env.clone(), decided.clone(), self.requests.clone());
             let (next, barrier, judge) = (next.clone(), barrier.clone(), judge.clone());
+            let watch = self.watch.clone();
             workers.spawn(async move {
                 barrier.wait().await;
                 let mut mine = Vec::new();
@@ -149,6 +154,11 @@ impl Run {
                         .await;
                     if let Some(j) = &judge {
                         j.record(&placed.sample);
+                    }
+                    // The pass measures a field that does not bound the
+                    // output: its other answers would run away too.
+                    if watch.as_ref().is_some_and(|w| w.check(&placed.sample)) {
+                        cancel.cancel();
                     }
                     mine.push(placed);
                 }

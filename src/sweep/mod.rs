@@ -1,6 +1,8 @@
-//! One sweep of one target: the output-limit field checked, then per
-//! workload a warm-up and one closed-loop level per concurrency value, until
-//! a level breaks the SLO or cannot keep its concurrency. The gateway pairs'
+//! One sweep of one target: per workload a warm-up and one closed-loop
+//! level per concurrency value, until a level breaks the SLO or cannot keep
+//! its concurrency; every answer judged against the output limit
+//! ([`output_limit`]), a workload started again with the next field when
+//! one is beyond it. The gateway pairs'
 //! interleaved executor ([`interleaved`]) sends through the same [`Requests`].
 
 mod closed_loop;
@@ -12,17 +14,17 @@ mod requests;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{GatewayPair, MaxTokensField, Target, Workload};
+use crate::config::{GatewayPair, Target, Workload};
 use crate::probe::tls::Clients;
 use crate::stats::knee;
 use crate::stats::level;
-use crate::stats::report::{LevelSummary, OutputLimit, SweepKind, SweepReport, WorkloadReport};
+use crate::stats::report::{LevelSummary, SweepKind, SweepReport, WorkloadReport};
 use crate::stats::sample::{Outcome, Sample};
 use crate::sweep::ladder::{Ladder, WarmStart};
 use closed_loop::Pass;
@@ -67,8 +69,6 @@ pub struct SweepEnv {
     pub cancel: CancellationToken,
     /// Receives requests and progress.
     pub observer: Arc<dyn Observer>,
-    /// What warm-up found out about each target, kept across its sweeps.
-    pub learned: Arc<Learned>,
 }
 
 impl SweepEnv {
@@ -85,59 +85,19 @@ impl SweepEnv {
             in_flight_total,
             cancel,
             observer,
-            learned: Default::default(),
         }
     }
 }
 
-/// The output-limit field found for each target (keyed by target and URL),
-/// with what warm-up saw when it was not the default.
-#[derive(Default)]
-pub struct Learned(Mutex<BTreeMap<String, (MaxTokensField, Option<String>)>>);
-
-impl Learned {
-    fn get(&self, key: &str) -> Option<(MaxTokensField, Option<String>)> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(key)
-            .cloned()
-    }
-
-    fn insert(&self, key: String, field: MaxTokensField, note: Option<String>) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(key, (field, note));
-    }
-
-    /// Forgets what was learned about `target` (removed from the
-    /// configuration): a fleet that changes for months would otherwise keep
-    /// an entry for every target it ever had.
-    pub fn forget(&self, target: &str) {
-        let prefix = learned_key(target, "");
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .retain(|key, _| !key.starts_with(&prefix));
-    }
-
-    /// Number of targets and URLs known.
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).len()
-    }
-
-    /// Whether nothing is known.
-    #[cfg(test)]
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-/// The key of what was learned about `target` served at `base_url`.
-pub(crate) fn learned_key(target: &str, base_url: &str) -> String {
-    format!("{target}\u{0}{base_url}")
+/// What a target's loop knows from its earlier sweeps (nothing for a
+/// one-shot sweep, or the first of a loop: a reload that changes the target
+/// starts a new loop, and forgets).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Prior<'a> {
+    /// Where each workload starts, by name, for a warm sweep; None: a full one.
+    pub warm: Option<&'a BTreeMap<String, WarmStart>>,
+    /// The loop's latest sweep: the output-limit field it used.
+    pub latest: Option<&'a SweepReport>,
 }
 
 /// Pause after a level that stopped early, before the next one: the
@@ -159,6 +119,22 @@ pub async fn run(
     time_limit: Duration,
     warm: Option<&BTreeMap<String, WarmStart>>,
 ) -> SweepReport {
+    let prior = Prior {
+        warm,
+        ..Prior::default()
+    };
+    run_after(env, target, base_url, time_limit, prior).await
+}
+
+/// [`run`], for a sweep of a loop that knows what its earlier sweeps found.
+pub async fn run_after(
+    env: &SweepEnv,
+    target: &Arc<Target>,
+    base_url: &str,
+    time_limit: Duration,
+    prior: Prior<'_>,
+) -> SweepReport {
+    let warm = prior.warm;
     let started = Instant::now();
     let cancel = env.cancel.child_token();
     let limit_hit = Arc::new(AtomicBool::new(false));
@@ -192,31 +168,70 @@ pub async fn run(
         time_limit,
     };
     let mut workloads = Vec::new();
-    let mut output_limit = OutputLimit::default();
+    let earlier = prior.latest.map(|r| output_limit::Earlier {
+        model: &r.model,
+        setup: &r.setup,
+        output_limit: &r.output_limit,
+    });
+    let mut choice =
+        output_limit::Choice::start(target.max_tokens_field, &target.model, &setup, earlier);
+    let mut checked = 0;
     let mut error = None;
     // In a block: the future borrows the results, and is dropped before they are read.
     {
         let work = async {
-            let Some(first) = target.workloads.first() else {
-                return;
-            };
-            let field = match output_limit::choose(env, &cancel, target, first, base_url).await {
-                Ok((field, chosen)) => {
-                    output_limit = chosen;
-                    field
-                }
-                Err(e) => {
-                    error = Some(e);
-                    return;
-                }
-            };
             for w in &target.workloads {
-                if cancel.is_cancelled() {
-                    break;
-                }
-                let requests = Requests::for_sweep(target, w, base_url, field);
                 let start = warm.map(|m| m.get(&w.name).cloned().unwrap_or_default());
-                workloads.push(run_workload(env, &cancel, &ending, requests, start.as_ref()).await);
+                // Each answer is judged against the limit: one beyond it and
+                // the workload starts again with the next field (a few at most).
+                loop {
+                    if cancel.is_cancelled() {
+                        return;
+                    }
+                    let limit = u64::from(w.max_completion_tokens);
+                    let watch = choice.watch(limit).map(Arc::new);
+                    let requests = Requests::for_sweep(target, w, base_url, choice.field());
+                    let run = run_workload(
+                        env,
+                        &cancel,
+                        &ending,
+                        requests,
+                        start.as_ref(),
+                        watch.clone(),
+                    );
+                    let measured = run.await;
+                    checked += watch.as_ref().map_or(0, |w| w.bounded());
+                    let why = match measured {
+                        Ok(report) => {
+                            workloads.push(report);
+                            break;
+                        }
+                        Err(why) => why,
+                    };
+                    let left = choice.field();
+                    match choice.unbounded(why, limit) {
+                        Ok(field) => {
+                            tracing::warn!(
+                                target_name = %target.name,
+                                field = field.as_str(),
+                                "the server does not honour `{}`: sending the output limit as `{}` \
+                                 (set max_tokens_field to say so)",
+                                left.as_str(),
+                                field.as_str()
+                            );
+                            // The abandoned answers leave the server once it
+                            // notices their closed connections.
+                            tokio::select! {
+                                _ = tokio::time::sleep(SETTLE_AFTER_EARLY_STOP) => {}
+                                _ = cancel.cancelled() => {}
+                            }
+                        }
+                        Err(e) => {
+                            error = Some(e);
+                            return;
+                        }
+                    }
+                }
             }
         };
         tokio::pin!(work);
@@ -252,7 +267,7 @@ pub async fn run(
             .duration_since(UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64()),
         setup,
-        output_limit,
+        output_limit: choice.report(checked),
         workloads,
     }
 }
@@ -292,13 +307,17 @@ fn unreachable_error(workloads: &[WorkloadReport]) -> Option<String> {
         .then(|| "no request could connect to the server".to_string())
 }
 
+/// Runs one workload: warm-up, then its levels. Err: an answer showed that
+/// the field sent does not bound the output (why), and the workload is
+/// abandoned where it was.
 async fn run_workload(
     env: &SweepEnv,
     cancel: &CancellationToken,
     ending: &Ending,
     requests: Requests,
     warm: Option<&WarmStart>,
-) -> WorkloadReport {
+    watch: Option<Arc<output_limit::Watch>>,
+) -> Result<WorkloadReport, String> {
     let requests = Arc::new(requests);
     let target = requests.target.clone();
     let workload = requests.workload.clone();
@@ -306,9 +325,12 @@ async fn run_workload(
         env: env.clone(),
         cancel: cancel.clone(),
         requests,
+        watch,
     };
+    let unbounded = || run.watch.as_ref().and_then(|w| w.unbounded());
 
-    // Warm-up opens connections and wakes caches; its samples are dropped.
+    // Warm-up opens connections and wakes caches; its samples are dropped
+    // (its answers are judged against the output limit all the same).
     let first_level = target.levels.first().copied().unwrap_or(1);
     if target.warmup_requests > 0 {
         let c = target.warmup_requests.min(first_level.max(1));
@@ -317,6 +339,9 @@ async fn run_workload(
                 .await;
             drop(places);
         }
+    }
+    if let Some(why) = unbounded() {
+        return Err(why);
     }
 
     // Which level comes next: the configured ones from the lowest (a warm
@@ -366,10 +391,16 @@ async fn run_workload(
         // handshake as latency.
         run.level(concurrency, u64::from(concurrency), Pass::Pool, None)
             .await;
+        if let Some(why) = unbounded() {
+            return Err(why);
+        }
         env.observer
             .level_started(&target, &workload, concurrency, n);
         let measured = run.level(concurrency, n, Pass::Counted, early_stop).await;
         drop(places);
+        if let Some(why) = unbounded() {
+            return Err(why);
+        }
         if cancel.is_cancelled() {
             not_measured = Some(format!(
                 "concurrency {concurrency} not completed: {}",
@@ -418,12 +449,12 @@ async fn run_workload(
         (why, _) => why,
     };
     let capacity = knee::capacity(&levels, target.headroom, stopped_because);
-    WorkloadReport {
+    Ok(WorkloadReport {
         workload: workload.name.clone(),
         levels,
         skipped_levels: ladder.skipped().to_vec(),
         capacity,
-    }
+    })
 }
 
 fn slo_breach(l: &LevelSummary, target: &Target) -> String {
@@ -463,22 +494,4 @@ fn slo_breach(l: &LevelSummary, target: &Target) -> String {
         ));
     }
     format!("concurrency {}: {}", l.concurrency, why.join(", "))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn forgetting_a_target_keeps_the_others_even_with_a_common_prefix() {
-        let learned = Learned::default();
-        for (target, url) in [("w1", "http://a"), ("w1", "http://b"), ("w10", "http://a")] {
-            learned.insert(learned_key(target, url), MaxTokensField::MaxTokens, None);
-        }
-        learned.forget("w1");
-        assert_eq!(learned.len(), 1);
-        assert!(learned.get(&learned_key("w10", "http://a")).is_some());
-        learned.forget("w10");
-        assert!(learned.is_empty());
-    }
 }
