@@ -30,6 +30,7 @@ pub mod labels;
 pub mod load;
 pub mod pairs;
 pub mod prompts;
+pub mod redact;
 pub mod resolve;
 pub mod resolved;
 pub mod secret;

@@ -1,17 +1,39 @@
 //! A value that must never be printed: API keys, password hashes.
 
 use std::fmt;
+use std::sync::{Arc, Mutex, Weak};
 
 /// An API key or a password hash. `Debug` shows `[redacted]`; there is no
 /// `Display` and no `Serialize`, so it cannot reach a log line, a label or a
 /// JSON document by accident. Only the client (the key) and the HTTP auth
-/// check (the hash) read it, with [`Secret::expose`].
+/// check (the hash) read it, with [`Secret::expose`]. While a `Secret` is
+/// alive, [`crate::config::redact`] removes its value from any text.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
+pub struct Secret(Arc<str>);
+
+/// Every secret alive in the process. Process-wide on purpose: a server can
+/// echo any key it was sent (a gateway quotes the upstream's key), and every
+/// text that leaves the process, whichever target or log line it belongs
+/// to, is checked against all of them. Weak, so that a reload drops the old keys.
+static LIVE: Mutex<Vec<Weak<str>>> = Mutex::new(Vec::new());
+
+/// The values of every secret alive now.
+pub(crate) fn live() -> Vec<Arc<str>> {
+    let list = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut values: Vec<Arc<str>> = list.iter().filter_map(Weak::upgrade).collect();
+    drop(list);
+    values.sort();
+    values.dedup();
+    values
+}
 
 impl Secret {
     /// Wraps a secret.
     pub fn new(value: String) -> Self {
+        let value: Arc<str> = value.into();
+        let mut list = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+        list.retain(|w| w.strong_count() > 0);
+        list.push(Arc::downgrade(&value));
         Secret(value)
     }
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::redact;
 use crate::config::secret::Secret;
 use crate::probe::client::{Client, SendError};
 use crate::stats::sample::{Outcome, Sample, TokenSource};
@@ -38,15 +39,13 @@ fn chunk_ceiling(output_limit: u64) -> u64 {
     output_limit.saturating_mul(2).saturating_add(16)
 }
 
-/// How much of a non-2xx body is read for the error message.
-const ERROR_BODY_BYTES: usize = 300;
+/// How much of a non-2xx body is read for the error message: the message
+/// shows 200 characters, after whitespace is collapsed and the key removed.
+const ERROR_BODY_BYTES: usize = 4096;
 
 /// How long to wait for that much of a non-2xx body: the status already says
 /// what happened, so a body that stalls must not turn a 503 into a timeout.
 const ERROR_BODY_GRACE: Duration = Duration::from_secs(1);
-
-/// What replaces the API key wherever a server echoed it back.
-const REDACTED: &[u8] = b"[redacted]";
 
 /// What to send: everything but the body is shared by all requests of a workload.
 #[derive(Debug, Clone)]
@@ -90,6 +89,11 @@ pub async fn measure(
         // A timeout counts as at least its limit, whatever the timer's slack.
         sample.elapsed = sample.elapsed.max(spec.timeout);
     }
+    // The finished message, whatever built it (the server's text was
+    // redacted before its cut; this covers the client's own errors).
+    if let Some(Cow::Owned(clean)) = sample.error.as_deref().map(redact::redact) {
+        sample.error = Some(clean);
+    }
     sample
 }
 
@@ -122,7 +126,7 @@ async fn read_answer(
         let detail = if (300..400).contains(&status) {
             "redirect not followed (a key is never sent to another location)".to_string()
         } else {
-            error_body(resp, spec.key).await
+            error_body(resp).await
         };
         return Sample::failed(outcome, Some(status), format!("HTTP {status}: {detail}"));
     }
@@ -137,7 +141,7 @@ async fn read_answer(
         }
     }
 
-    let mut stream = StreamState::new(sent, spec.key, spec.output_limit.map(chunk_ceiling));
+    let mut stream = StreamState::new(sent, spec.output_limit.map(chunk_ceiling));
     let mut decoder = SseDecoder::new(MAX_LINE_BYTES);
     loop {
         let next = resp.next_bytes().await;
@@ -217,10 +221,8 @@ async fn release(mut resp: crate::probe::client::Response) {
 }
 
 /// What has been seen of one stream so far.
-struct StreamState<'k> {
+struct StreamState {
     sent: Instant,
-    /// The request's key, kept out of any message built from what the server sent.
-    key: Option<&'k Secret>,
     first: Option<Instant>,
     last: Option<Instant>,
     inter_token: Vec<Duration>,
@@ -238,11 +240,10 @@ struct StreamState<'k> {
     failed: Option<String>,
 }
 
-impl<'k> StreamState<'k> {
-    fn new(sent: Instant, key: Option<&'k Secret>, chunk_ceiling: Option<u64>) -> Self {
+impl StreamState {
+    fn new(sent: Instant, chunk_ceiling: Option<u64>) -> Self {
         StreamState {
             sent,
-            key,
             chunk_ceiling,
             end: None,
             usage_cached: None,
@@ -272,14 +273,7 @@ impl<'k> StreamState<'k> {
         }
         let parsed = chunk::interpret(ev.data);
         if let Some(msg) = failure(ev.event, ev.data, &parsed) {
-            // Messages may quote what the server sent, and a server may echo
-            // the key: build the message again from a copy without it.
-            let clean = self.key.map(|k| redact(ev.data, k.expose().as_bytes()));
-            self.failed = Some(match clean {
-                Some(Cow::Owned(clean)) => failure(ev.event, &clean, &chunk::interpret(&clean))
-                    .unwrap_or_else(|| "error event in stream (it quoted the API key)".into()),
-                _ => msg,
-            });
+            self.failed = Some(msg);
             return;
         }
         match parsed {
@@ -395,53 +389,40 @@ fn failure(
 }
 
 /// The start of a non-2xx body, on one line, without the key.
-async fn error_body(mut resp: crate::probe::client::Response, key: Option<&Secret>) -> String {
-    let key = key.map_or(&[][..], |k| k.expose().as_bytes());
-    // Read a key's length more, so that a key straddling the cut is either
-    // whole (and replaced) or in the part dropped below.
-    let limit = ERROR_BODY_BYTES + key.len();
+async fn error_body(mut resp: crate::probe::client::Response) -> String {
     let deadline = tokio::time::Instant::now() + ERROR_BODY_GRACE;
     let mut body = Vec::new();
-    while body.len() < limit {
+    let mut whole = false;
+    while body.len() < ERROR_BODY_BYTES {
         match tokio::time::timeout_at(deadline, resp.next_bytes()).await {
-            Ok(Ok(Some(b))) => body.extend_from_slice(&b[..b.len().min(limit - body.len())]),
+            Ok(Ok(Some(b))) => {
+                body.extend_from_slice(&b[..b.len().min(ERROR_BODY_BYTES - body.len())]);
+            }
+            Ok(Ok(None)) => {
+                whole = true;
+                break;
+            }
             _ => break,
         }
     }
-    if body.len() >= limit && !key.is_empty() {
-        body.truncate(limit + 1 - key.len());
+    if whole {
+        return one_line(&String::from_utf8_lossy(&body), 200);
     }
-    let body = if key.is_empty() {
-        Cow::Borrowed(&body[..])
-    } else {
-        redact(&body, key)
+    // Only the start was read: a character cut in two goes, and a key cut
+    // at the end is redacted from what is left.
+    let valid = match std::str::from_utf8(&body) {
+        Err(e) if e.error_len().is_none() => e.valid_up_to(),
+        _ => body.len(),
     };
-    one_line(&String::from_utf8_lossy(&body), 200)
+    let text = String::from_utf8_lossy(&body[..valid]);
+    one_line(&redact::redact_start(&text), 200)
 }
 
-/// `bytes` with every occurrence of `secret` replaced; borrowed when there is none.
-fn redact<'a>(bytes: &'a [u8], secret: &[u8]) -> Cow<'a, [u8]> {
-    if secret.is_empty() || !bytes.windows(secret.len()).any(|w| w == secret) {
-        return Cow::Borrowed(bytes);
-    }
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut rest = bytes;
-    while !rest.is_empty() {
-        if rest.starts_with(secret) {
-            out.extend_from_slice(REDACTED);
-            rest = &rest[secret.len()..];
-        } else {
-            out.push(rest[0]);
-            rest = &rest[1..];
-        }
-    }
-    Cow::Owned(out)
-}
-
-/// Collapses whitespace, replaces other control characters (a server's text
-/// must not put terminal escapes into a log) and truncates.
+/// A server's text as part of a message: every secret removed (before the
+/// cut, so that no part of one is shown), whitespace collapsed, other control
+/// characters replaced (it must not put terminal escapes into a log), cut.
 fn one_line(text: &str, max_chars: usize) -> String {
-    let collapsed: String = text
+    let collapsed: String = redact::redact(text)
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
@@ -459,16 +440,6 @@ fn one_line(text: &str, max_chars: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn redact_replaces_every_occurrence_and_borrows_when_none() {
-        assert!(matches!(redact(b"nothing here", b"sk-1"), Cow::Borrowed(_)));
-        assert_eq!(
-            &*redact(b"Bearer sk-1 and sk-1sk-1", b"sk-1"),
-            b"Bearer [redacted] and [redacted][redacted]"
-        );
-        assert!(matches!(redact(b"anything", b""), Cow::Borrowed(_)));
-    }
 
     #[test]
     fn one_line_keeps_server_text_off_the_terminal() {
@@ -497,7 +468,7 @@ mod tests {
     #[test]
     fn an_error_event_quoting_the_key_is_reported_without_it() {
         let key = Secret::new("sk-PLANTED".into());
-        let mut s = StreamState::new(Instant::now(), Some(&key), None);
+        let mut s = StreamState::new(Instant::now(), None);
         let data = br#"{"error":{"message":"bad key Bearer sk-PLANTED"}}"#;
         s.on_event(SseEvent { event: None, data }, Instant::now());
         let msg = s.failed.unwrap();

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::config::redact::redact;
 use crate::config::secret::Secret;
 use crate::probe::client::Client;
 
@@ -84,16 +85,22 @@ pub async fn discover(client: &Client, base_url: &str, key: Option<&Secret>, mod
             .iter()
             .filter_map(|m| m.get("id").and_then(Value::as_str))
             .take(100)
-            .map(str::to_string)
+            .map(|id| redact(id).into_owned())
             .collect();
         setup.model_listed = Some(setup.models.iter().any(|m| m == model));
     }
     setup
 }
 
+/// A string the server sent, without any secret (a server may echo the
+/// Authorization header), then cut: redacting after the cut could show part
+/// of a key.
 fn text(v: Option<&Value>) -> Option<String> {
-    v.and_then(Value::as_str)
-        .map(|s| s.chars().take(64).collect())
+    v.and_then(Value::as_str).map(|s| cut(&redact(s)))
+}
+
+fn cut(s: &str) -> String {
+    s.chars().take(64).collect()
 }
 
 /// Decides the server kind and version from what each endpoint answered.
@@ -104,7 +111,8 @@ pub fn identify(
     ollama: Option<&Value>,
     server_header: Option<&str>,
 ) -> Setup {
-    let (product, header_version) = match server_header {
+    let server_header = server_header.map(redact);
+    let (product, header_version) = match server_header.as_deref() {
         Some(h) => {
             let first = h.split_whitespace().next().unwrap_or("");
             match first.split_once('/') {
@@ -135,10 +143,7 @@ pub fn identify(
         });
         (kind, v)
     } else {
-        (
-            product.chars().take(64).collect(),
-            header_version.chars().take(64).collect(),
-        )
+        (cut(&product), cut(&header_version))
     };
     Setup {
         server,
@@ -201,6 +206,27 @@ mod tests {
             ("nginx", "1.22.1")
         );
         assert_eq!(identify(None, None, None, None, None), Setup::default());
+    }
+
+    #[test]
+    fn what_a_server_echoes_of_the_key_is_redacted_before_the_cut() {
+        let key = Secret::new("sk-SETUP-ECHO-0123456789abcdef".into());
+        let echoed = format!("Bearer {}", key.expose());
+        // 57 characters before the key: a cut at 64 before redacting would
+        // show its first 7 characters.
+        let long = format!("{}{}", "v".repeat(50), echoed);
+        let escaped: String = echoed
+            .chars()
+            .map(|c| format!("\\u{:04x}", c as u32))
+            .collect();
+        let json: Value = serde_json::from_str(&format!(r#"{{"version": "{escaped}"}}"#)).unwrap();
+        let s = identify(Some(&json), None, None, None, None);
+        assert_eq!(s.server_version, "Bearer [redacted]");
+        let s = identify(Some(&json!({"version": long})), None, None, None, None);
+        assert_eq!(s.server_version, format!("{}Bearer [redact", "v".repeat(50)));
+        let header = format!("{}/1.0", key.expose());
+        let s = identify(None, None, None, None, Some(&header));
+        assert_eq!((s.server.as_str(), s.server_version.as_str()), ("[redacted]", "1.0"));
     }
 
     #[test]
