@@ -21,6 +21,7 @@ pub mod sweep;
 
 pub mod build_info;
 pub mod cli;
+pub mod log_writer;
 pub mod manual;
 pub mod memory;
 pub mod signals;

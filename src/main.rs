@@ -1,6 +1,7 @@
 //! The `llmprobe` binary: parses arguments, sets up logging, calls into the
 //! library and maps errors to exit codes.
 
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -19,9 +20,12 @@ use llmprobe::{config, schedule, signals};
 fn init_tracing(format: LogFormat, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    // Colours only for a person at a terminal, not into files or journald.
+    let ansi = std::io::stderr().is_terminal();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_ansi(ansi)
+        .with_writer(llmprobe::log_writer::Stderr { ansi });
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
@@ -64,10 +68,19 @@ fn emit(text: &str, output: Option<&Path>) -> anyhow::Result<()> {
     match output {
         Some(path) => std::fs::write(path, text)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display())),
-        None => {
-            print!("{text}");
-            Ok(())
+        None => print_out(text),
+    }
+}
+
+/// Prints on standard output; a reader that went away (`| head -1`) ends
+/// the output, not the program with a panic.
+fn print_out(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::anyhow!("cannot write to standard output: {e}"))
         }
+        _ => Ok(()),
     }
 }
 
@@ -79,7 +92,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command.unwrap_or(Command::Run) {
         Command::CheckConfig => match llmprobe::load_config(&path) {
             Ok(c) => {
-                print!("{}", explain::explain(&c));
+                print_out(&explain::explain(&c))?;
                 Ok(ExitCode::SUCCESS)
             }
             Err(e) => {
@@ -166,7 +179,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::GenerateDocs { out } => {
             for file in llmprobe::manual::generate(&out)? {
-                println!("{}", file.display());
+                print_out(&format!("{}\n", file.display()))?;
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -11,6 +11,9 @@
 
 use std::borrow::Cow;
 use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use aho_corasick::{AhoCorasick, MatchKind};
 
 use crate::config::secret;
 
@@ -27,56 +30,101 @@ const MIN_TAIL: usize = 4;
 
 /// `text` with every secret the process holds replaced by [`REDACTED`].
 pub fn redact(text: &str) -> Cow<'_, str> {
-    redact_with(text, &secret::live(), false)
+    match current() {
+        Some(m) => m.redact(text, false),
+        None => Cow::Borrowed(text),
+    }
 }
 
 /// [`redact`] for a text that is the start of a longer one (a body read up
 /// to a limit): a key's start at the very end is replaced too.
 pub fn redact_start(text: &str) -> Cow<'_, str> {
-    redact_with(text, &secret::live(), true)
+    match current() {
+        Some(m) => m.redact(text, true),
+        None => Cow::Borrowed(text),
+    }
 }
 
-/// [`redact`] against the given secrets only.
+/// [`redact`] against the given secrets only; `cut` as [`redact_start`].
 pub fn redact_with<'a, S: AsRef<str>>(text: &'a str, secrets: &[S], cut: bool) -> Cow<'a, str> {
-    let secrets: Vec<&[u8]> = secrets
-        .iter()
-        .map(|s| s.as_ref().as_bytes())
-        .filter(|s| !s.is_empty())
-        .collect();
-    if secrets.is_empty() {
-        return Cow::Borrowed(text);
+    match Matcher::new(secrets) {
+        Some(m) => m.redact(text, cut),
+        None => Cow::Borrowed(text),
     }
-    // A cut can end inside an escape (`\u00`, `%7`): that part cannot be
-    // decoded, so it goes first, and with it a key's start hidden in it.
-    let (whole, dropped) = if cut {
-        split_partial_escape(text)
-    } else {
-        (text, "")
-    };
-    let mut hits: Vec<Range<usize>> = Vec::new();
-    let mut view = View::identity(whole.as_bytes());
-    for round in 0..=DECODE_ROUNDS {
-        for s in &secrets {
-            hits.extend(view.find_all(s));
+}
+
+/// The matcher for the secrets alive now, rebuilt only when they change:
+/// one search finds every key at once, however many targets have one.
+fn current() -> Option<Arc<Matcher>> {
+    static CACHE: Mutex<Option<(u64, Option<Arc<Matcher>>)>> = Mutex::new(None);
+    let generation = secret::generation();
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((g, m)) = cache.as_ref() {
+        if *g == generation {
+            return m.clone();
+        }
+    }
+    let m = Matcher::new(&secret::live()).map(Arc::new);
+    *cache = Some((generation, m.clone()));
+    m
+}
+
+/// Every secret to look for, in one automaton.
+struct Matcher {
+    secrets: Vec<Vec<u8>>,
+    search: AhoCorasick,
+}
+
+impl Matcher {
+    fn new<S: AsRef<str>>(secrets: &[S]) -> Option<Matcher> {
+        let secrets: Vec<Vec<u8>> = secrets
+            .iter()
+            .map(|s| s.as_ref().as_bytes().to_vec())
+            .filter(|s| !s.is_empty())
+            .collect();
+        if secrets.is_empty() {
+            return None;
+        }
+        let search = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(&secrets)
+            .ok()?;
+        Some(Matcher { secrets, search })
+    }
+
+    fn redact<'a>(&self, text: &'a str, cut: bool) -> Cow<'a, str> {
+        // A cut can end inside an escape (`\u00`, `%7`): that part cannot be
+        // decoded, so it goes first, and with it a key's start hidden in it.
+        let (whole, dropped) = if cut {
+            split_partial_escape(text)
+        } else {
+            (text, "")
+        };
+        let mut hits: Vec<Range<usize>> = Vec::new();
+        let mut view = View::identity(whole.as_bytes());
+        for round in 0..=DECODE_ROUNDS {
+            hits.extend(self.search.find_iter(&view.bytes).map(|m| view.span(m.range())));
             if cut {
-                hits.extend(view.tail_prefix(s, whole.len()));
+                for s in &self.secrets {
+                    hits.extend(view.tail_prefix(s, whole.len()));
+                }
+            }
+            if round == DECODE_ROUNDS {
+                break;
+            }
+            match view.decoded() {
+                Some(next) => view = next,
+                None => break,
             }
         }
-        if round == DECODE_ROUNDS {
-            break;
+        if hits.is_empty() && dropped.is_empty() {
+            return Cow::Borrowed(text);
         }
-        match view.decoded() {
-            Some(next) => view = next,
-            None => break,
+        if hits.is_empty() {
+            return Cow::Borrowed(whole);
         }
+        Cow::Owned(replace(whole, hits))
     }
-    if hits.is_empty() && dropped.is_empty() {
-        return Cow::Borrowed(text);
-    }
-    if hits.is_empty() {
-        return Cow::Borrowed(whole);
-    }
-    Cow::Owned(replace(whole, hits))
 }
 
 /// `text` split before an escape left unfinished at its end.
@@ -162,22 +210,9 @@ impl View {
         }
     }
 
-    /// Where `secret` occurs, as ranges of the original text.
-    fn find_all(&self, secret: &[u8]) -> Vec<Range<usize>> {
-        let mut found = Vec::new();
-        if self.bytes.len() < secret.len() {
-            return found;
-        }
-        let mut i = 0;
-        while i + secret.len() <= self.bytes.len() {
-            if &self.bytes[i..i + secret.len()] == secret {
-                found.push(self.from[i].start..self.from[i + secret.len() - 1].end);
-                i += secret.len();
-            } else {
-                i += 1;
-            }
-        }
-        found
+    /// The range of the original text that `bytes[r]` came from.
+    fn span(&self, r: Range<usize>) -> Range<usize> {
+        self.from[r.start].start..self.from[r.end - 1].end
     }
 
     /// The longest start of `secret` (at least [`MIN_TAIL`] bytes, or all of

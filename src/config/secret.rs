@@ -1,6 +1,7 @@
 //! A value that must never be printed: API keys, password hashes.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 /// An API key or a password hash. `Debug` shows `[redacted]`; there is no
@@ -9,7 +10,26 @@ use std::sync::{Arc, Mutex, Weak};
 /// check (the hash) read it, with [`Secret::expose`]. While a `Secret` is
 /// alive, [`crate::config::redact`] removes its value from any text.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Secret(Arc<str>);
+pub struct Secret(Arc<Value>);
+
+/// A secret's value; its end is counted, so that redaction forgets it.
+#[derive(PartialEq, Eq)]
+struct Value(Arc<str>);
+
+impl Drop for Value {
+    fn drop(&mut self) {
+        GENERATION.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Changes whenever a secret is made or dropped: redaction's cue to
+/// rebuild what it searches for.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// The current [`GENERATION`].
+pub(crate) fn generation() -> u64 {
+    GENERATION.load(Ordering::Relaxed)
+}
 
 /// Every secret alive in the process. Process-wide on purpose: a server can
 /// echo any key it was sent (a gateway quotes the upstream's key), and every
@@ -34,12 +54,13 @@ impl Secret {
         let mut list = LIVE.lock().unwrap_or_else(|e| e.into_inner());
         list.retain(|w| w.strong_count() > 0);
         list.push(Arc::downgrade(&value));
-        Secret(value)
+        GENERATION.fetch_add(1, Ordering::Relaxed);
+        Secret(Arc::new(Value(value)))
     }
 
     /// The value itself, for the Authorization header or the auth check only.
     pub fn expose(&self) -> &str {
-        &self.0
+        &self.0 .0
     }
 }
 

@@ -467,7 +467,8 @@ mod tests {
 
     #[test]
     fn an_error_event_quoting_the_key_is_reported_without_it() {
-        let key = Secret::new("sk-PLANTED".into());
+        // Redacted while it is alive, as a loaded configuration's keys.
+        let _key = Secret::new("sk-PLANTED".into());
         let mut s = StreamState::new(Instant::now(), None);
         let data = br#"{"error":{"message":"bad key Bearer sk-PLANTED"}}"#;
         s.on_event(SseEvent { event: None, data }, Instant::now());
