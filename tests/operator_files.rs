@@ -488,6 +488,7 @@ fn systemd_unit_has_the_required_settings() {
         "RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX",
         "SystemCallFilter=@system-service",
         "MemoryDenyWriteExecute=yes",
+        "LimitNOFILE=65536",
     ] {
         assert!(
             lines.contains(wanted),

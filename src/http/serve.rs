@@ -10,7 +10,8 @@ use tokio_rustls::rustls;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Web;
-use crate::http::exposure::{self, BasicAuth, TlsListener};
+use crate::http::connections;
+use crate::http::exposure::{self, BasicAuth};
 use crate::http::router::{self, AppState};
 
 /// The `web:` section, read: who may come in, and the TLS setup if any.
@@ -44,19 +45,8 @@ impl Exposure {
         }));
         let tls = self.tls;
         tokio::spawn(async move {
-            let stopped = async move { stop.cancelled().await };
-            match tls {
-                Some(tls) => {
-                    axum::serve(TlsListener::new(listener, tls), app)
-                        .with_graceful_shutdown(stopped)
-                        .await
-                }
-                None => {
-                    axum::serve(listener, app)
-                        .with_graceful_shutdown(stopped)
-                        .await
-                }
-            }
+            connections::serve(listener, tls, app, stop).await;
+            Ok(())
         })
     }
 }

@@ -267,33 +267,20 @@ impl Drop for Served {
 
 /// Serves `app` on 127.0.0.1:0 until the returned handle is dropped.
 pub async fn serve(app: Router) -> Served {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    serve_on(listener, addr, app)
+    serve_on(None, app).await
 }
 
-/// [`serve`] over HTTPS (llmprobe's own TLS listener, which drops failed
+/// [`serve`] over HTTPS (llmprobe's own serving loop, which drops failed
 /// handshakes, a client without a required certificate's included).
 pub async fn serve_tls(app: Router, tls: Arc<rustls::ServerConfig>) -> Served {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let listener = llmprobe::http::exposure::TlsListener::new(listener, tls);
-    serve_on(listener, addr, app)
+    serve_on(Some(tls), app).await
 }
 
-/// Serves `app` on `listener` (bound at `addr`) until the handle is dropped.
-fn serve_on<L>(listener: L, addr: SocketAddr, app: Router) -> Served
-where
-    L: axum::serve::Listener,
-    L::Addr: std::fmt::Debug,
-{
+/// Serves `app` with llmprobe's serving loop until the handle is dropped.
+async fn serve_on(tls: Option<Arc<rustls::ServerConfig>>, app: Router) -> Served {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
     let stop = CancellationToken::new();
-    let token = stop.clone();
-    tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move { token.cancelled().await })
-            .await
-            .ok();
-    });
+    tokio::spawn(llmprobe::http::connections::serve(listener, tls, app, stop.clone()));
     Served { addr, stop }
 }
