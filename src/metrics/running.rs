@@ -93,9 +93,10 @@ impl RunningTotals {
         if let Some(latency) = sample.latency {
             totals.duration.observe(latency.as_secs_f64());
         }
-        totals.output_tokens += sample.output_tokens;
+        // Saturating: a counter that wrapped would read as a reset.
+        totals.output_tokens = totals.output_tokens.saturating_add(sample.output_tokens);
         if let Some(tokens) = sample.prompt_tokens {
-            totals.prompt_tokens += tokens;
+            totals.prompt_tokens = totals.prompt_tokens.saturating_add(tokens);
         }
     }
 

@@ -39,6 +39,19 @@ fn chunk_ceiling(output_limit: u64) -> u64 {
     output_limit.saturating_mul(2).saturating_add(16)
 }
 
+/// Most tokens one content chunk is believed to carry: servers send one
+/// token per chunk, or a few (speculative decoding, a stream interval). A
+/// usage report above this times the chunks is not trusted (a server
+/// reporting 10^12 tokens over 8 chunks showed 4.6e13 tokens/s).
+const MAX_TOKENS_PER_CHUNK: u64 = 64;
+
+/// Tokens a report may claim beyond that (special tokens, a final chunk).
+const TOKEN_SLACK: u64 = 16;
+
+/// Prompt tokens a report may claim beyond one per byte of the request
+/// body (a chat template, a system prompt the server adds).
+const PROMPT_TOKEN_SLACK: u64 = 4096;
+
 /// How much of a non-2xx body is read for the error message: the message
 /// shows 200 characters, after whitespace is collapsed and the key removed.
 const ERROR_BODY_BYTES: usize = 4096;
@@ -98,6 +111,8 @@ pub async fn measure(
 }
 
 async fn exchange(client: &Client, spec: &RequestSpec<'_>, body: Bytes, sent: Instant) -> Sample {
+    // No tokenizer yields more tokens than the prompt's bytes.
+    let body_len = u64::try_from(body.len()).unwrap_or(u64::MAX);
     let resp = match client.post_json(spec.url, spec.key, body).await {
         Ok(r) => r,
         Err(SendError::Connect(e)) => return Sample::failed(Outcome::ConnectError, None, e),
@@ -105,7 +120,7 @@ async fn exchange(client: &Client, spec: &RequestSpec<'_>, body: Bytes, sent: In
         Err(SendError::Other(e)) => return Sample::failed(Outcome::ProtocolError, None, e),
     };
     let connect = resp.connect;
-    let mut sample = read_answer(resp, spec, sent).await;
+    let mut sample = read_answer(resp, spec, sent, body_len).await;
     sample.connect = connect;
     sample
 }
@@ -115,6 +130,7 @@ async fn read_answer(
     mut resp: crate::probe::client::Response,
     spec: &RequestSpec<'_>,
     sent: Instant,
+    body_len: u64,
 ) -> Sample {
     let status = resp.status;
     if !(200..300).contains(&status) {
@@ -141,7 +157,8 @@ async fn read_answer(
         }
     }
 
-    let mut stream = StreamState::new(sent, spec.output_limit.map(chunk_ceiling));
+    let mut stream = StreamState::new(sent, spec.output_limit.map(chunk_ceiling))
+        .with_prompt_ceiling(body_len.saturating_add(PROMPT_TOKEN_SLACK));
     let mut decoder = SseDecoder::new(MAX_LINE_BYTES);
     loop {
         let next = resp.next_bytes().await;
@@ -235,6 +252,8 @@ struct StreamState {
     done: bool,
     /// Content chunks beyond which the stream is abandoned.
     chunk_ceiling: Option<u64>,
+    /// Prompt tokens beyond which a usage report is not trusted.
+    prompt_ceiling: u64,
     /// When the stream ended (the chunk that ended it, or the body's end).
     end: Option<Instant>,
     failed: Option<String>,
@@ -245,6 +264,7 @@ impl StreamState {
         StreamState {
             sent,
             chunk_ceiling,
+            prompt_ceiling: u64::MAX,
             end: None,
             usage_cached: None,
             usage_seen: false,
@@ -258,6 +278,11 @@ impl StreamState {
             done: false,
             failed: None,
         }
+    }
+
+    fn with_prompt_ceiling(mut self, ceiling: u64) -> Self {
+        self.prompt_ceiling = ceiling;
+        self
     }
 
     /// Whether the stream has said all it will: `[DONE]`, or a
@@ -341,12 +366,31 @@ impl StreamState {
             );
         }
         // A report of 0 tokens for a stream that carried content is wrong
-        // (some servers send a placeholder usage): count the chunks instead.
-        let usage_disagreed = self.usage_completion == Some(0) && self.content_chunks > 0;
+        // (some servers send a placeholder usage), and so is one above what
+        // the chunks could carry: count the chunks instead. Decided once per
+        // request, nothing per chunk.
+        let most = self
+            .content_chunks
+            .saturating_mul(MAX_TOKENS_PER_CHUNK)
+            .saturating_add(TOKEN_SLACK);
+        let output_disagreed = match self.usage_completion {
+            Some(0) => self.content_chunks > 0,
+            Some(n) => n > most,
+            None => false,
+        };
         let (output_tokens, token_source) = match self.usage_completion {
-            Some(n) if !usage_disagreed => (n, TokenSource::Usage),
+            Some(n) if !output_disagreed => (n, TokenSource::Usage),
             _ => (self.content_chunks, TokenSource::Chunks),
         };
+        // Prompt counts above what the request could hold are dropped, and
+        // cached tokens above the prompt with them.
+        let prompt_tokens = self.usage_prompt.filter(|&p| p <= self.prompt_ceiling);
+        let cached_prompt_tokens = self
+            .usage_cached
+            .filter(|&c| prompt_tokens.is_some_and(|p| c <= p));
+        let usage_disagreed = output_disagreed
+            || prompt_tokens != self.usage_prompt
+            || cached_prompt_tokens != self.usage_cached;
         let end = self.end.unwrap_or(last).max(last);
         Sample {
             outcome: Outcome::Ok,
@@ -356,8 +400,8 @@ impl StreamState {
             inter_token: self.inter_token,
             output_tokens,
             token_source,
-            prompt_tokens: self.usage_prompt,
-            cached_prompt_tokens: self.usage_cached,
+            prompt_tokens,
+            cached_prompt_tokens,
             content_chunks: self.content_chunks,
             finish_reason_seen: self.finish_reason_seen,
             error: None,
@@ -463,6 +507,51 @@ mod tests {
         assert!(failure(None, b"{nope", &chunk::interpret(b"{nope"))
             .unwrap()
             .starts_with("bad chunk"));
+    }
+
+    /// A stream of `chunks` content chunks, then a usage report.
+    fn stream_with_usage(chunks: u64, usage: &str, prompt_ceiling: u64) -> Sample {
+        let mut s = StreamState::new(Instant::now(), None).with_prompt_ceiling(prompt_ceiling);
+        let now = Instant::now();
+        for _ in 0..chunks {
+            let data = br#"{"choices":[{"index":0,"delta":{"content":"a"}}]}"#;
+            s.on_event(SseEvent { event: None, data }, now);
+        }
+        let data = format!(
+            r#"{{"choices":[{{"index":0,"delta":{{}},"finish_reason":"stop"}}],"usage":{usage}}}"#
+        );
+        s.on_event(SseEvent { event: None, data: data.as_bytes() }, now);
+        s.into_sample(200)
+    }
+
+    #[test]
+    fn usage_above_what_the_chunks_could_carry_is_not_trusted() {
+        let table: &[(&str, u64, TokenSource, Option<u64>, Option<u64>, bool)] = &[
+            // (usage, tokens, source, prompt, cached, disagreed)
+            (r#"{"completion_tokens":8,"prompt_tokens":50}"#, 8, TokenSource::Usage, Some(50), None, false),
+            (r#"{"completion_tokens":40}"#, 40, TokenSource::Usage, None, None, false),
+            (r#"{"completion_tokens":0}"#, 8, TokenSource::Chunks, None, None, true),
+            (r#"{"completion_tokens":1000000000000}"#, 8, TokenSource::Chunks, None, None, true),
+            (r#"{"completion_tokens":18446744073709551615}"#, 8, TokenSource::Chunks, None, None, true),
+            (r#"{"completion_tokens":8,"prompt_tokens":1000000000000000000}"#, 8, TokenSource::Usage, None, None, true),
+            (
+                r#"{"completion_tokens":8,"prompt_tokens":50,"prompt_tokens_details":{"cached_tokens":60}}"#,
+                8, TokenSource::Usage, Some(50), None, true,
+            ),
+            (
+                r#"{"completion_tokens":8,"prompt_tokens":50,"prompt_tokens_details":{"cached_tokens":40}}"#,
+                8, TokenSource::Usage, Some(50), Some(40), false,
+            ),
+        ];
+        for (usage, tokens, source, prompt, cached, disagreed) in table {
+            let s = stream_with_usage(8, usage, 10_000);
+            assert_eq!(s.outcome, Outcome::Ok, "{usage}");
+            assert_eq!(
+                (s.output_tokens, s.token_source, s.prompt_tokens, s.cached_prompt_tokens, s.usage_disagreed),
+                (*tokens, *source, *prompt, *cached, *disagreed),
+                "{usage}"
+            );
+        }
     }
 
     #[test]

@@ -170,7 +170,10 @@ impl Scheduler {
             self.schedule = Some(config.schedule.clone());
         }
         let wanted = jobs(config);
-        let wanted_job = |key: &LoopKey| wanted.iter().find(|(k, _)| k == key).map(|(_, j)| j);
+        // Looked up once per running loop: a map, so that 100k targets
+        // cost a moment, not a scan per loop.
+        let by_key: BTreeMap<&LoopKey, &Job> = wanted.iter().map(|(k, j)| (k, j)).collect();
+        let wanted_job = |key: &LoopKey| by_key.get(key).copied();
         self.stopping.retain(|_, done| !done.is_cancelled());
         let mut stopped = Vec::new();
         let mut removed = Vec::new();

@@ -213,8 +213,8 @@ pub struct LevelSummary {
     /// Time those requests spent opening it (DNS, TCP, TLS), seconds.
     #[serde(default)]
     pub connect_seconds: Percentiles,
-    /// Completed streams whose `usage.completion_tokens` was 0 although they
-    /// carried content: chunks were counted instead.
+    /// Completed streams whose usage report was not trusted (see
+    /// `Sample::usage_disagreed`): chunks were counted instead.
     #[serde(default)]
     pub usage_disagreements: u64,
     /// Whether the level stayed within the SLO.

@@ -108,8 +108,11 @@ pub struct Sample {
     /// Time spent opening a new connection (DNS, TCP, TLS) for this request;
     /// None when it reused a pooled connection (or never got one).
     pub connect: Option<Duration>,
-    /// The server reported `usage.completion_tokens` of 0 on a stream that
-    /// carried content: the report was not trusted and chunks were counted.
+    /// The server's usage report was not trusted: `completion_tokens` of 0
+    /// on a stream that carried content, or above what its content chunks
+    /// could carry (chunks were counted instead), or `prompt_tokens` above
+    /// what the request could hold, or cached tokens above the prompt (those
+    /// counts were dropped).
     pub usage_disagreed: bool,
 }
 
