@@ -38,6 +38,15 @@ async fn echoing_servers() -> (raw::RawServer, raw::RawServer) {
     let rejecting = raw::start(|mut c| async move {
         if let Some(head) = c.read_request().await {
             let auth = authorization(&head).unwrap_or_default();
+            if head.starts_with("GET ") && head.contains("/version ") {
+                // What a server tells of itself becomes llmprobe_target_info:
+                // this one echoes the header, escaped in its JSON and raw in
+                // its `server` header.
+                let body = format!(r#"{{"version":"{}"}}"#, escaped_u(&auth));
+                c.write(response("200 OK", &[("content-type", "application/json"), ("server", &auth)], &body))
+                    .await;
+                return;
+            }
             let body = format!(
                 r#"{{"error":{{"message":"Incorrect API key provided: {auth}","type":"invalid_request_error"}}}}"#
             );
@@ -106,18 +115,130 @@ fn llmprobe(args: &[&str]) -> Command {
     let mut c = binary::llmprobe();
     c.args(args)
         .env(KEY_VAR, KEY)
+        .env(SLASHED_KEY_VAR, SLASHED_KEY)
         .env("RUST_LOG", "trace")
         .stdin(Stdio::null());
     c
 }
 
 fn assert_no_key(what: &str, text: &str) {
-    assert!(!text.contains(KEY), "{what} shows the key:\n{text}");
-    // A prefix long enough to be the key's, should it be cut short somewhere.
-    assert!(
-        !text.contains(&KEY[..10]),
-        "{what} shows part of the key:\n{text}"
-    );
+    for key in [KEY, SLASHED_KEY] {
+        assert!(!text.contains(key), "{what} shows the key:\n{text}");
+        // A prefix long enough to be the key's, should it be cut short
+        // somewhere, as written or in a form anyone can decode.
+        for form in [
+            key[..10].to_string(),
+            escaped_u(&key[..6]),
+            escaped_u(&key[..6]).replace('\\', "\\\\"),
+            percent(&key[..6]),
+            key[..10].replace('/', "\\/"),
+        ] {
+            assert!(!text.contains(&form), "{what} shows part of the key ({form}):\n{text}");
+        }
+    }
+}
+
+/// A key with slashes, which JSON may write as `\/`.
+const SLASHED_KEY: &str = "sk/PLANTED/two-9z8y7x";
+
+/// Unique to this binary, as [`KEY_VAR`].
+const SLASHED_KEY_VAR: &str = "LLMPROBE_SECRETS_TEST_SLASHED_KEY";
+
+/// `s` with every character as a JSON `\uXXXX` escape.
+fn escaped_u(s: &str) -> String {
+    s.chars().map(|c| format!("\\u{:04x}", c as u32)).collect()
+}
+
+/// `s` with every byte percent-encoded.
+fn percent(s: &str) -> String {
+    s.bytes().map(|b| format!("%{b:02X}")).collect()
+}
+
+/// How one target's server echoes the key back, and what the message shows.
+const ECHO_FORMS: &[(&str, &str)] = &[
+    // 272 spaces: the old 300-byte cut fell inside the key.
+    ("spaces", "HTTP 401: {\"error\":\" Bearer [redacted]\"}"),
+    // 90 three-byte characters, the same.
+    ("cjk", "Bearer [redacted]"),
+    ("u-body", "HTTP 401: {\"error\":\"Bearer [redacted]\"}"),
+    ("u-event", "error event in stream: refused Bearer [redacted]"),
+    ("slash-body", "HTTP 401: {\"error\":\"Bearer [redacted]\"}"),
+    ("slash-event", "error event in stream: refused Bearer [redacted]"),
+    ("percent", "HTTP 401: https://auth.example/?token=[redacted]&retry=1"),
+];
+
+/// One server answering each form under its own path (`/FORM/v1/...`).
+async fn echo_forms_server() -> raw::RawServer {
+    raw::start(|mut c| async move {
+        let Some(head) = c.read_request().await else { return };
+        let auth = authorization(&head).unwrap_or_default();
+        let key = auth.strip_prefix("Bearer ").unwrap_or_default().to_string();
+        let form = head.split('/').nth(1).unwrap_or_default().to_string();
+        if head.starts_with("GET ") {
+            c.write(response("404 Not Found", &[], "")).await;
+            return;
+        }
+        let json = |body: String| response("401 Unauthorized", &[("content-type", "application/json")], &body);
+        let event = |message: String| {
+            format!("{SSE_HEAD}{}data: {{\"error\":{{\"message\":\"refused {message}\"}}}}\n\n", content("a"))
+        };
+        let reply = match form.as_str() {
+            "spaces" => json(format!("{{\"error\":\"{}{auth}\"}}", " ".repeat(272))),
+            "cjk" => json(format!("{{\"error\":\"{} {auth}\"}}", "鍵".repeat(90))),
+            "u-body" => json(format!("{{\"error\":\"Bearer {}\"}}", escaped_u(&key))),
+            "u-event" => event(format!("Bearer {}", escaped_u(&key))),
+            "slash-body" => json(format!("{{\"error\":\"{}\"}}", auth.replace('/', "\\/"))),
+            "slash-event" => event(auth.replace('/', "\\/")),
+            "percent" => json(format!("https://auth.example/?token={}&retry=1", percent(&key))),
+            _ => json(String::new()),
+        };
+        c.write(reply).await;
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_echo_form_shows_the_key() {
+    let server = echo_forms_server().await;
+    let mut targets = String::from("targets:\n");
+    for (form, _) in ECHO_FORMS {
+        let var = if form.starts_with("slash") { SLASHED_KEY_VAR } else { KEY_VAR };
+        targets.push_str(&format!(
+            "  - name: {form}\n    base_url: {}/{form}/v1\n    model: m\n    api_key_env: {var}\n",
+            server.base_url().trim_end_matches("/v1")
+        ));
+    }
+    let yaml = Yaml {
+        max_in_flight_total: 8,
+        sweep_timeout: "20s",
+        levels: "[1]",
+        requests_per_level: "1",
+        min_requests_per_level: 1,
+        warmup_requests: 0,
+        request_timeout: "2s",
+        prompts: r#"["hi"]"#,
+        rest: &targets,
+        ..Yaml::default()
+    }
+    .render();
+    let path = fresh_dir("secrets-forms").join("llmprobe.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let out = binary::output({
+        let mut c = llmprobe(&["sweep", "--config", path.to_str().unwrap(), "--format", "json"]);
+        c.env(SLASHED_KEY_VAR, SLASHED_KEY);
+        c
+    })
+    .await;
+    let all = output_text(&out);
+    assert_no_key("sweep --format json", &all);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}\n{all}"));
+    let text = json.to_string();
+    for (form, shown) in ECHO_FORMS {
+        let shown = serde_json::to_string(shown).unwrap();
+        let shown = shown.trim_matches('"');
+        assert!(text.contains(shown), "{form}: `{shown}` not in\n{all}");
+    }
+    assert!(server.requests().len() >= ECHO_FORMS.len(), "{all}");
 }
 
 /// Every request carried the key: without it the test could not fail.

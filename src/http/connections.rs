@@ -33,7 +33,8 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Most connections open at once: far below the unit's `LimitNOFILE`, so
-/// that the targets' connections always find descriptors.
+/// that the targets' connections always find descriptors. Lower when the
+/// process may open fewer than twice as many descriptors ([`connection_cap`]).
 pub const MAX_CONNECTIONS: usize = 256;
 
 /// How often a connection checks whether it went idle.
@@ -47,7 +48,23 @@ pub async fn serve(
     app: Router,
     shutdown: CancellationToken,
 ) {
-    serve_with(listener, tls, app, shutdown, MAX_CONNECTIONS).await
+    serve_with(listener, tls, app, shutdown, connection_cap()).await
+}
+
+/// [`MAX_CONNECTIONS`], or a quarter of the descriptors the process may
+/// open when that is less: the rest are the targets'.
+pub fn connection_cap() -> usize {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct it is given, nothing else.
+    let known = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
+    if !known || limit.rlim_cur == libc::RLIM_INFINITY {
+        return MAX_CONNECTIONS;
+    }
+    let quarter = usize::try_from(limit.rlim_cur / 4).unwrap_or(MAX_CONNECTIONS);
+    MAX_CONNECTIONS.min(quarter).max(4)
 }
 
 /// [`serve`] with another connection cap.
@@ -197,6 +214,7 @@ impl Connections {
         evict_least_active(&mut open);
     }
 
+    #[cfg(test)]
     fn len(&self) -> usize {
         self.inner
             .lock()

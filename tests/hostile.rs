@@ -1,0 +1,267 @@
+//! The daemon under hostile clients and careless operators (issue 23), run
+//! as the real binary: a flood of wrong passwords, idle connections beyond
+//! the descriptor limit, a closed output pipe, logs that go to a file. Each
+//! asserts on what still works (sweeps succeed, `/healthz` answers), never
+//! on how fast.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use support::binary::{self, Running};
+use support::config::Yaml;
+use support::exposition::metric_sum;
+use support::paths::fresh_dir;
+use support::ports::free_port;
+use support::process::Process;
+use support::wait;
+
+/// A config with the built-in simulated engine as its one target, quick sweeps.
+fn simulated(more: &str) -> String {
+    let rest = format!(
+        "targets:\n  - name: simulated\n    simulator:\n      profile: tiny\n{more}"
+    );
+    Yaml {
+        levels: "[1, 2]",
+        requests_per_level: "4",
+        min_requests_per_level: 2,
+        sweep_timeout: "20s",
+        rest: &rest,
+        ..Yaml::default()
+    }
+    .render()
+}
+
+/// `llmprobe run` with at most `nofile` descriptors (the shell's `ulimit`,
+/// then `exec`): the descriptor limit a test can exhaust.
+fn start_limited(config: &Path, nofile: u32) -> Running {
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!("ulimit -n {nofile} && exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_llmprobe"))
+        .args(["run", "--config"])
+        .arg(config)
+        .current_dir(support::paths::repo())
+        .env("LLMPROBE__LISTEN", addr.to_string());
+    let process = Process::spawn("llmprobe", &mut command, config.parent().unwrap());
+    Running { addr, process }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
+
+/// Successful sweeps of the target so far, read from /metrics.
+async fn ok_sweeps(daemon: &Running, auth: Option<(&str, &str)>) -> Result<f64, String> {
+    let mut req = client().get(daemon.url("/metrics"));
+    if let Some((user, password)) = auth {
+        req = req.basic_auth(user, Some(password));
+    }
+    let resp = req.send().await.map_err(|e| e.to_string())?;
+    if !resp.status().is_success() {
+        return Err(format!("/metrics: {}", resp.status()));
+    }
+    let text = resp.text().await.map_err(|e| e.to_string())?;
+    Ok(metric_sum(
+        &text,
+        "llmprobe_sweeps_total",
+        &[("target", "simulated"), ("result", "ok")],
+    ))
+}
+
+/// Waits for two more successful sweeps than `before`, and for /healthz to
+/// answer, while whatever the caller started keeps going.
+async fn sweeps_go_on(daemon: &Running, auth: Option<(&str, &str)>, before: f64) {
+    wait::poll(
+        "two more successful sweeps",
+        Duration::from_secs(90),
+        || async {
+            daemon.process.assert_running();
+            match ok_sweeps(daemon, auth).await {
+                Ok(n) if n >= before + 2.0 => Ok(()),
+                Ok(n) => Err(format!("{n} ok sweeps\n{}", daemon.process.tail())),
+                Err(e) => Err(format!("{e}\n{}", daemon.process.tail())),
+            }
+        },
+    )
+    .await;
+    wait::poll("/healthz", Duration::from_secs(30), || async {
+        match client().get(daemon.url("/healthz")).send().await {
+            Ok(r) if r.status().is_success() => Ok(()),
+            other => Err(format!("{other:?}\n{}", daemon.process.tail())),
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_wrong_passwords_does_not_stop_the_measurements() {
+    let hash = tokio::task::spawn_blocking(|| bcrypt::hash("right", 8).unwrap())
+        .await
+        .unwrap();
+    let web = format!("web:\n  basic_auth_users:\n    prom: \"{hash}\"\n");
+    let dir = fresh_dir("hostile-bcrypt");
+    let path = dir.join("llmprobe.yaml");
+    std::fs::write(&path, format!("{web}{}", simulated(""))).unwrap();
+    let daemon = start_limited(&path, 1024);
+    daemon.ready(Duration::from_secs(30)).await;
+    let auth = Some(("prom", "right"));
+    let before = wait::poll("a first sweep", Duration::from_secs(60), || async {
+        match ok_sweeps(&daemon, auth).await {
+            Ok(n) if n >= 1.0 => Ok(n),
+            other => Err(format!("{other:?}\n{}", daemon.process.tail())),
+        }
+    })
+    .await;
+
+    // Eight clients looping wrong passwords, for a known user and an unknown one.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut flood = Vec::new();
+    let wrong = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    for i in 0..8 {
+        let url = daemon.url("/metrics");
+        let stop = stop.clone();
+        let wrong = wrong.clone();
+        flood.push(tokio::spawn(async move {
+            let client = client();
+            let user = if i % 2 == 0 { "prom" } else { "nobody" };
+            while !stop.is_cancelled() {
+                if let Ok(r) = client
+                    .get(&url)
+                    .basic_auth(user, Some(format!("wrong-{i}")))
+                    .send()
+                    .await
+                {
+                    assert_eq!(r.status(), 401);
+                    wrong.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    sweeps_go_on(&daemon, auth, before).await;
+    stop.cancel();
+    for f in flood {
+        f.await.unwrap();
+    }
+    assert!(
+        wrong.load(std::sync::atomic::Ordering::Relaxed) >= 8,
+        "the flood was refused"
+    );
+    // The scheme is case-insensitive (RFC 9110).
+    let r = client()
+        .get(daemon.url("/metrics"))
+        .header("authorization", "basic cHJvbTpyaWdodA==")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let status = tokio::task::block_in_place(|| daemon.stop(Duration::from_secs(30)));
+    assert!(status.success(), "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_beyond_the_descriptor_limit_do_not_stop_the_measurements() {
+    let dir = fresh_dir("hostile-idle");
+    let path = dir.join("llmprobe.yaml");
+    std::fs::write(&path, simulated("")).unwrap();
+    let daemon = start_limited(&path, 512);
+    daemon.ready(Duration::from_secs(30)).await;
+    let before = wait::poll("a first sweep", Duration::from_secs(60), || async {
+        match ok_sweeps(&daemon, None).await {
+            Ok(n) if n >= 1.0 => Ok(n),
+            other => Err(format!("{other:?}\n{}", daemon.process.tail())),
+        }
+    })
+    .await;
+
+    // 1,100 connections that send nothing: more than the daemon's 512
+    // descriptors. Kept open until the end.
+    let addr = daemon.addr;
+    let attempts: Vec<_> = (0..1100)
+        .map(|_| {
+            tokio::spawn(async move {
+                tokio::time::timeout(Duration::from_secs(10), tokio::net::TcpStream::connect(addr))
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+            })
+        })
+        .collect();
+    let mut idle = Vec::new();
+    for a in attempts {
+        if let Some(s) = a.await.unwrap() {
+            idle.push(s);
+        }
+    }
+    assert!(idle.len() > 512, "only {} connections opened", idle.len());
+    sweeps_go_on(&daemon, None, before).await;
+    let status = tokio::task::block_in_place(|| daemon.stop(Duration::from_secs(30)));
+    assert!(status.success(), "{status}");
+    let stderr = daemon.process.stderr();
+    assert!(!stderr.contains("Too many open files"), "{stderr}");
+    drop(idle);
+}
+
+#[test]
+fn check_config_into_a_closed_pipe_ends_quietly() {
+    let mut child = binary::llmprobe()
+        .args(["check-config"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before anything is written (`| head -0`).
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_off_a_terminal_have_no_colours_and_one_line_per_event() {
+    let dir = fresh_dir("hostile-logs");
+    // A discovered target whose name (from a label) holds a line break and
+    // a fake log line.
+    let sd = dir.join("targets.json");
+    std::fs::write(
+        &sd,
+        r#"[{"targets": ["127.0.0.1:9"], "labels": {"name": "evil\nFAKE 2026-01-01T00:00:00Z ERROR injected", "model": "m"}}]"#,
+    )
+    .unwrap();
+    let more = format!(
+        "file_sd:\n  files: [\"{}\"]\ntarget_template:\n  name_label: name\n  model_label: model\n",
+        sd.display()
+    );
+    let path = dir.join("llmprobe.yaml");
+    std::fs::write(&path, format!("{}{more}", simulated(""))).unwrap();
+    let daemon = Running::start(&path, &[("RUST_LOG", "info")]);
+    daemon.ready(Duration::from_secs(30)).await;
+    wait::poll("a log line naming the target", Duration::from_secs(60), || async {
+        let stderr = daemon.process.stderr();
+        if stderr.contains("evil") {
+            Ok(())
+        } else {
+            Err(stderr)
+        }
+    })
+    .await;
+    let status = tokio::task::block_in_place(|| daemon.stop(Duration::from_secs(30)));
+    assert!(status.success(), "{status}");
+    let stderr = daemon.process.stderr();
+    assert!(!stderr.contains('\x1b'), "colours in a log file:\n{stderr}");
+    assert!(
+        !stderr.lines().any(|l| l.starts_with("FAKE")),
+        "a name split a log line:\n{stderr}"
+    );
+    assert!(stderr.contains("evil\\nFAKE"), "{stderr}");
+}
