@@ -22,6 +22,11 @@ use support::wait;
 
 /// A config with the built-in simulated engine as its one target, quick sweeps.
 fn simulated(more: &str) -> String {
+    simulated_within("20s", more)
+}
+
+/// [`simulated`] with another `sweep_timeout`.
+fn simulated_within(sweep_timeout: &str, more: &str) -> String {
     let rest = format!(
         "targets:\n  - name: simulated\n    simulator:\n      profile: tiny\n{more}"
     );
@@ -29,7 +34,7 @@ fn simulated(more: &str) -> String {
         levels: "[1, 2]",
         requests_per_level: "4",
         min_requests_per_level: 2,
-        sweep_timeout: "20s",
+        sweep_timeout,
         rest: &rest,
         ..Yaml::default()
     }
@@ -105,13 +110,15 @@ async fn sweeps_go_on(daemon: &Running, auth: Option<(&str, &str)>, before: f64)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_wrong_passwords_does_not_stop_the_measurements() {
-    let hash = tokio::task::spawn_blocking(|| bcrypt::hash("right", 8).unwrap())
+    // Cost 10, as `htpasswd -B` writes; a sweep here takes about a second,
+    // and bcrypt on the runtime's workers made it take 30.
+    let hash = tokio::task::spawn_blocking(|| bcrypt::hash("right", 10).unwrap())
         .await
         .unwrap();
     let web = format!("web:\n  basic_auth_users:\n    prom: \"{hash}\"\n");
     let dir = fresh_dir("hostile-bcrypt");
     let path = dir.join("llmprobe.yaml");
-    std::fs::write(&path, format!("{web}{}", simulated(""))).unwrap();
+    std::fs::write(&path, format!("{web}{}", simulated_within("8s", ""))).unwrap();
     let daemon = start_limited(&path, 1024);
     daemon.ready(Duration::from_secs(30)).await;
     let auth = Some(("prom", "right"));
