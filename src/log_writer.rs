@@ -76,18 +76,25 @@ mod tests {
     #[test]
     fn an_event_stays_one_line_without_secrets() {
         let _key = crate::config::secret::Secret::new("sk-LOG-LINE-7a6b5c4d".into());
-        let event = "WARN sweep failed target=a\nFAKE ERROR injected error=Bearer sk-LOG-LINE-7a6b5c4d\n";
+        let event =
+            "WARN sweep failed target=a\nFAKE ERROR injected error=Bearer sk-LOG-LINE-7a6b5c4d\n";
         assert_eq!(
             clean_line(event, false),
             "WARN sweep failed target=a\\nFAKE ERROR injected error=Bearer [redacted]\n"
         );
-        assert_eq!(clean_line("red \x1b[31mx\x07\n", false), "red \\u{1b}[31mx\\u{7}\n");
+        assert_eq!(
+            clean_line("red \x1b[31mx\x07\n", false),
+            "red \\u{1b}[31mx\\u{7}\n"
+        );
         assert_eq!(clean_line("red \x1b[31mx\n", true), "red \x1b[31mx\n");
     }
 
     #[test]
     fn the_writer_writes_what_it_cleaned() {
-        let mut w = LineWriter { inner: Vec::new(), ansi: false };
+        let mut w = LineWriter {
+            inner: Vec::new(),
+            ansi: false,
+        };
         w.write_all(b"a\rb\n").unwrap();
         assert_eq!(w.inner, b"a\\rb\n");
     }

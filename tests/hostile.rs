@@ -27,9 +27,8 @@ fn simulated(more: &str) -> String {
 
 /// [`simulated`] with another `sweep_timeout`.
 fn simulated_within(sweep_timeout: &str, more: &str) -> String {
-    let rest = format!(
-        "targets:\n  - name: simulated\n    simulator:\n      profile: tiny\n{more}"
-    );
+    let rest =
+        format!("targets:\n  - name: simulated\n    simulator:\n      profile: tiny\n{more}");
     Yaml {
         levels: "[1, 2]",
         requests_per_level: "4",
@@ -196,10 +195,13 @@ async fn idle_connections_beyond_the_descriptor_limit_do_not_stop_the_measuremen
     let attempts: Vec<_> = (0..1100)
         .map(|_| {
             tokio::spawn(async move {
-                tokio::time::timeout(Duration::from_secs(10), tokio::net::TcpStream::connect(addr))
-                    .await
-                    .ok()
-                    .and_then(Result::ok)
+                tokio::time::timeout(
+                    Duration::from_secs(10),
+                    tokio::net::TcpStream::connect(addr),
+                )
+                .await
+                .ok()
+                .and_then(Result::ok)
             })
         })
         .collect();
@@ -253,14 +255,18 @@ async fn logs_off_a_terminal_have_no_colours_and_one_line_per_event() {
     std::fs::write(&path, format!("{}{more}", simulated(""))).unwrap();
     let daemon = Running::start(&path, &[("RUST_LOG", "info")]);
     daemon.ready(Duration::from_secs(30)).await;
-    wait::poll("a log line naming the target", Duration::from_secs(60), || async {
-        let stderr = daemon.process.stderr();
-        if stderr.contains("evil") {
-            Ok(())
-        } else {
-            Err(stderr)
-        }
-    })
+    wait::poll(
+        "a log line naming the target",
+        Duration::from_secs(60),
+        || async {
+            let stderr = daemon.process.stderr();
+            if stderr.contains("evil") {
+                Ok(())
+            } else {
+                Err(stderr)
+            }
+        },
+    )
     .await;
     let status = tokio::task::block_in_place(|| daemon.stop(Duration::from_secs(30)));
     assert!(status.success(), "{status}");

@@ -133,7 +133,10 @@ fn assert_no_key(what: &str, text: &str) {
             percent(&key[..6]),
             key[..10].replace('/', "\\/"),
         ] {
-            assert!(!text.contains(&form), "{what} shows part of the key ({form}):\n{text}");
+            assert!(
+                !text.contains(&form),
+                "{what} shows part of the key ({form}):\n{text}"
+            );
         }
     }
 }
@@ -161,16 +164,27 @@ const ECHO_FORMS: &[(&str, &str)] = &[
     // 90 three-byte characters, the same.
     ("cjk", "Bearer [redacted]"),
     ("u-body", "HTTP 401: {\"error\":\"Bearer [redacted]\"}"),
-    ("u-event", "error event in stream: refused Bearer [redacted]"),
+    (
+        "u-event",
+        "error event in stream: refused Bearer [redacted]",
+    ),
     ("slash-body", "HTTP 401: {\"error\":\"Bearer [redacted]\"}"),
-    ("slash-event", "error event in stream: refused Bearer [redacted]"),
-    ("percent", "HTTP 401: https://auth.example/?token=[redacted]&retry=1"),
+    (
+        "slash-event",
+        "error event in stream: refused Bearer [redacted]",
+    ),
+    (
+        "percent",
+        "HTTP 401: https://auth.example/?token=[redacted]&retry=1",
+    ),
 ];
 
 /// One server answering each form under its own path (`/FORM/v1/...`).
 async fn echo_forms_server() -> raw::RawServer {
     raw::start(|mut c| async move {
-        let Some(head) = c.read_request().await else { return };
+        let Some(head) = c.read_request().await else {
+            return;
+        };
         let auth = authorization(&head).unwrap_or_default();
         let key = auth.strip_prefix("Bearer ").unwrap_or_default().to_string();
         let form = head.split('/').nth(1).unwrap_or_default().to_string();
@@ -178,9 +192,18 @@ async fn echo_forms_server() -> raw::RawServer {
             c.write(response("404 Not Found", &[], "")).await;
             return;
         }
-        let json = |body: String| response("401 Unauthorized", &[("content-type", "application/json")], &body);
+        let json = |body: String| {
+            response(
+                "401 Unauthorized",
+                &[("content-type", "application/json")],
+                &body,
+            )
+        };
         let event = |message: String| {
-            format!("{SSE_HEAD}{}data: {{\"error\":{{\"message\":\"refused {message}\"}}}}\n\n", content("a"))
+            format!(
+                "{SSE_HEAD}{}data: {{\"error\":{{\"message\":\"refused {message}\"}}}}\n\n",
+                content("a")
+            )
         };
         let reply = match form.as_str() {
             "spaces" => json(format!("{{\"error\":\"{}{auth}\"}}", " ".repeat(272))),
@@ -189,7 +212,10 @@ async fn echo_forms_server() -> raw::RawServer {
             "u-event" => event(format!("Bearer {}", escaped_u(&key))),
             "slash-body" => json(format!("{{\"error\":\"{}\"}}", auth.replace('/', "\\/"))),
             "slash-event" => event(auth.replace('/', "\\/")),
-            "percent" => json(format!("https://auth.example/?token={}&retry=1", percent(&key))),
+            "percent" => json(format!(
+                "https://auth.example/?token={}&retry=1",
+                percent(&key)
+            )),
             _ => json(String::new()),
         };
         c.write(reply).await;
@@ -202,7 +228,11 @@ async fn no_echo_form_shows_the_key() {
     let server = echo_forms_server().await;
     let mut targets = String::from("targets:\n");
     for (form, _) in ECHO_FORMS {
-        let var = if form.starts_with("slash") { SLASHED_KEY_VAR } else { KEY_VAR };
+        let var = if form.starts_with("slash") {
+            SLASHED_KEY_VAR
+        } else {
+            KEY_VAR
+        };
         targets.push_str(&format!(
             "  - name: {form}\n    base_url: {}/{form}/v1\n    model: m\n    api_key_env: {var}\n",
             server.base_url().trim_end_matches("/v1")
@@ -224,14 +254,21 @@ async fn no_echo_form_shows_the_key() {
     let path = fresh_dir("secrets-forms").join("llmprobe.yaml");
     std::fs::write(&path, yaml).unwrap();
     let out = binary::output({
-        let mut c = llmprobe(&["sweep", "--config", path.to_str().unwrap(), "--format", "json"]);
+        let mut c = llmprobe(&[
+            "sweep",
+            "--config",
+            path.to_str().unwrap(),
+            "--format",
+            "json",
+        ]);
         c.env(SLASHED_KEY_VAR, SLASHED_KEY);
         c
     })
     .await;
     let all = output_text(&out);
     assert_no_key("sweep --format json", &all);
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}\n{all}"));
+    let json: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}\n{all}"));
     let text = json.to_string();
     for (form, shown) in ECHO_FORMS {
         let shown = serde_json::to_string(shown).unwrap();

@@ -103,7 +103,11 @@ impl Matcher {
         let mut hits: Vec<Range<usize>> = Vec::new();
         let mut view = View::identity(whole.as_bytes());
         for round in 0..=DECODE_ROUNDS {
-            hits.extend(self.search.find_iter(&view.bytes).map(|m| view.span(m.range())));
+            hits.extend(
+                self.search
+                    .find_iter(&view.bytes)
+                    .map(|m| view.span(m.range())),
+            );
             if cut {
                 for s in &self.secrets {
                     hits.extend(view.tail_prefix(s, whole.len()));
@@ -357,18 +361,46 @@ mod tests {
     fn every_echo_form_is_replaced() {
         let half = KEY.len() / 2;
         let table: Vec<(&str, String, &str)> = vec![
-            ("as written", format!("Bearer {KEY} rejected"), "Bearer [redacted] rejected"),
-            ("twice, touching", format!("{KEY}{KEY}"), "[redacted][redacted]"),
-            ("\\u-escaped", format!("key \\\"{}\\\"", escaped_u(KEY)), "key \\\"[redacted]\\\""),
+            (
+                "as written",
+                format!("Bearer {KEY} rejected"),
+                "Bearer [redacted] rejected",
+            ),
+            (
+                "twice, touching",
+                format!("{KEY}{KEY}"),
+                "[redacted][redacted]",
+            ),
+            (
+                "\\u-escaped",
+                format!("key \\\"{}\\\"", escaped_u(KEY)),
+                "key \\\"[redacted]\\\"",
+            ),
             (
                 "half \\u-escaped",
                 format!("{}{}.", &KEY[..half], escaped_u(&KEY[half..])),
                 "[redacted].",
             ),
-            ("upper-case \\u", escaped_u(KEY).to_uppercase().replace("\\U", "\\u"), "[redacted]"),
-            ("percent-encoded", format!("?auth={}&x=1", percent(KEY)), "?auth=[redacted]&x=1"),
-            ("percent, lower hex", percent(KEY).to_lowercase(), "[redacted]"),
-            ("only the dash encoded", KEY.replace('-', "%2D"), "[redacted]"),
+            (
+                "upper-case \\u",
+                escaped_u(KEY).to_uppercase().replace("\\U", "\\u"),
+                "[redacted]",
+            ),
+            (
+                "percent-encoded",
+                format!("?auth={}&x=1", percent(KEY)),
+                "?auth=[redacted]&x=1",
+            ),
+            (
+                "percent, lower hex",
+                percent(KEY).to_lowercase(),
+                "[redacted]",
+            ),
+            (
+                "only the dash encoded",
+                KEY.replace('-', "%2D"),
+                "[redacted]",
+            ),
             (
                 "escaped twice (JSON in JSON)",
                 escaped_u(KEY).replace('\\', "\\\\"),
@@ -385,7 +417,11 @@ mod tests {
                 "[redacted]",
             ),
             ("absent", "nothing to see".into(), "nothing to see"),
-            ("a key's start is kept when whole", "sk-TABLE".into(), "sk-TABLE"),
+            (
+                "a key's start is kept when whole",
+                "sk-TABLE".into(),
+                "sk-TABLE",
+            ),
         ];
         for (case, text, want) in table {
             assert_eq!(r(&text), want, "{case}: {text}");
@@ -409,7 +445,10 @@ mod tests {
         let u = escaped_u(&KEY[..12]);
         assert_eq!(cut(&format!("x {u}")), "x [redacted]");
         // Cut inside an escape.
-        assert_eq!(cut(&format!("x {}\\u00", escaped_u(&KEY[..6]))), "x [redacted]");
+        assert_eq!(
+            cut(&format!("x {}\\u00", escaped_u(&KEY[..6]))),
+            "x [redacted]"
+        );
         assert_eq!(cut(&format!("x {}%2", percent(&KEY[..6]))), "x [redacted]");
         // An unfinished escape with no key is dropped only when cut.
         assert_eq!(cut("plain \\u00"), "plain ");
@@ -426,9 +465,18 @@ mod tests {
 
     #[test]
     fn no_secret_borrows() {
-        assert!(matches!(redact_with("text", &[""; 0], false), Cow::Borrowed(_)));
-        assert!(matches!(redact_with("text", &[KEY], false), Cow::Borrowed(_)));
-        assert!(matches!(redact_with("text \\u0041", &[KEY], false), Cow::Borrowed(_)));
+        assert!(matches!(
+            redact_with("text", &[""; 0], false),
+            Cow::Borrowed(_)
+        ));
+        assert!(matches!(
+            redact_with("text", &[KEY], false),
+            Cow::Borrowed(_)
+        ));
+        assert!(matches!(
+            redact_with("text \\u0041", &[KEY], false),
+            Cow::Borrowed(_)
+        ));
     }
 
     #[test]
@@ -436,6 +484,9 @@ mod tests {
         let held = secret::Secret::new("sk-LIVE-REGISTRY-0a1b2c".into());
         assert_eq!(redact("x sk-LIVE-REGISTRY-0a1b2c y"), "x [redacted] y");
         drop(held);
-        assert_eq!(redact("x sk-LIVE-REGISTRY-0a1b2c y"), "x sk-LIVE-REGISTRY-0a1b2c y");
+        assert_eq!(
+            redact("x sk-LIVE-REGISTRY-0a1b2c y"),
+            "x sk-LIVE-REGISTRY-0a1b2c y"
+        );
     }
 }

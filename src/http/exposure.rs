@@ -260,7 +260,10 @@ mod tests {
         let auth = BasicAuth::new([("prom".to_string(), hash)].into()).unwrap();
         let encoded = header("prom", "s3cret").replace("Basic ", "");
         for scheme in ["basic", "BASIC", "bAsIc"] {
-            assert!(auth.allows(Some(&format!("{scheme} {encoded}"))).await, "{scheme}");
+            assert!(
+                auth.allows(Some(&format!("{scheme} {encoded}"))).await,
+                "{scheme}"
+            );
         }
         assert!(!auth.allows(Some(&format!("Basicx {encoded}"))).await);
     }
@@ -290,10 +293,16 @@ mod tests {
         while auth.checks.waiting.load(Ordering::SeqCst) < MAX_WAITING_CHECKS {
             tokio::task::yield_now().await;
         }
-        assert!(!auth.allows(Some(&header("prom", "s3cret"))).await, "queue full");
+        assert!(
+            !auth.allows(Some(&header("prom", "s3cret"))).await,
+            "queue full"
+        );
         drop(held);
         for w in waiting {
-            assert!(w.await.unwrap(), "the queued checks run once the slot is free");
+            assert!(
+                w.await.unwrap(),
+                "the queued checks run once the slot is free"
+            );
         }
     }
 

@@ -520,34 +520,105 @@ mod tests {
         let data = format!(
             r#"{{"choices":[{{"index":0,"delta":{{}},"finish_reason":"stop"}}],"usage":{usage}}}"#
         );
-        s.on_event(SseEvent { event: None, data: data.as_bytes() }, now);
+        s.on_event(
+            SseEvent {
+                event: None,
+                data: data.as_bytes(),
+            },
+            now,
+        );
         s.into_sample(200)
     }
 
     #[test]
     fn usage_above_what_the_chunks_could_carry_is_not_trusted() {
-        let table: &[(&str, u64, TokenSource, Option<u64>, Option<u64>, bool)] = &[
+        // (usage, tokens, source, prompt, cached, disagreed)
+        type Row = (
+            &'static str,
+            u64,
+            TokenSource,
+            Option<u64>,
+            Option<u64>,
+            bool,
+        );
+        let table: &[Row] = &[
             // (usage, tokens, source, prompt, cached, disagreed)
-            (r#"{"completion_tokens":8,"prompt_tokens":50}"#, 8, TokenSource::Usage, Some(50), None, false),
-            (r#"{"completion_tokens":40}"#, 40, TokenSource::Usage, None, None, false),
-            (r#"{"completion_tokens":0}"#, 8, TokenSource::Chunks, None, None, true),
-            (r#"{"completion_tokens":1000000000000}"#, 8, TokenSource::Chunks, None, None, true),
-            (r#"{"completion_tokens":18446744073709551615}"#, 8, TokenSource::Chunks, None, None, true),
-            (r#"{"completion_tokens":8,"prompt_tokens":1000000000000000000}"#, 8, TokenSource::Usage, None, None, true),
+            (
+                r#"{"completion_tokens":8,"prompt_tokens":50}"#,
+                8,
+                TokenSource::Usage,
+                Some(50),
+                None,
+                false,
+            ),
+            (
+                r#"{"completion_tokens":40}"#,
+                40,
+                TokenSource::Usage,
+                None,
+                None,
+                false,
+            ),
+            (
+                r#"{"completion_tokens":0}"#,
+                8,
+                TokenSource::Chunks,
+                None,
+                None,
+                true,
+            ),
+            (
+                r#"{"completion_tokens":1000000000000}"#,
+                8,
+                TokenSource::Chunks,
+                None,
+                None,
+                true,
+            ),
+            (
+                r#"{"completion_tokens":18446744073709551615}"#,
+                8,
+                TokenSource::Chunks,
+                None,
+                None,
+                true,
+            ),
+            (
+                r#"{"completion_tokens":8,"prompt_tokens":1000000000000000000}"#,
+                8,
+                TokenSource::Usage,
+                None,
+                None,
+                true,
+            ),
             (
                 r#"{"completion_tokens":8,"prompt_tokens":50,"prompt_tokens_details":{"cached_tokens":60}}"#,
-                8, TokenSource::Usage, Some(50), None, true,
+                8,
+                TokenSource::Usage,
+                Some(50),
+                None,
+                true,
             ),
             (
                 r#"{"completion_tokens":8,"prompt_tokens":50,"prompt_tokens_details":{"cached_tokens":40}}"#,
-                8, TokenSource::Usage, Some(50), Some(40), false,
+                8,
+                TokenSource::Usage,
+                Some(50),
+                Some(40),
+                false,
             ),
         ];
         for (usage, tokens, source, prompt, cached, disagreed) in table {
             let s = stream_with_usage(8, usage, 10_000);
             assert_eq!(s.outcome, Outcome::Ok, "{usage}");
             assert_eq!(
-                (s.output_tokens, s.token_source, s.prompt_tokens, s.cached_prompt_tokens, s.usage_disagreed),
+                (
+                    s.output_tokens,
+                    s.token_source,
+                    s.prompt_tokens,
+                    s.cached_prompt_tokens,
+                    s.usage_disagreed
+                ),
                 (*tokens, *source, *prompt, *cached, *disagreed),
                 "{usage}"
             );

@@ -223,10 +223,16 @@ mod tests {
         let s = identify(Some(&json), None, None, None, None);
         assert_eq!(s.server_version, "Bearer [redacted]");
         let s = identify(Some(&json!({"version": long})), None, None, None, None);
-        assert_eq!(s.server_version, format!("{}Bearer [redact", "v".repeat(50)));
+        assert_eq!(
+            s.server_version,
+            format!("{}Bearer [redact", "v".repeat(50))
+        );
         let header = format!("{}/1.0", key.expose());
         let s = identify(None, None, None, None, Some(&header));
-        assert_eq!((s.server.as_str(), s.server_version.as_str()), ("[redacted]", "1.0"));
+        assert_eq!(
+            (s.server.as_str(), s.server_version.as_str()),
+            ("[redacted]", "1.0")
+        );
     }
 
     #[test]

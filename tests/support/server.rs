@@ -281,6 +281,11 @@ async fn serve_on(tls: Option<Arc<rustls::ServerConfig>>, app: Router) -> Served
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let stop = CancellationToken::new();
-    tokio::spawn(llmprobe::http::connections::serve(listener, tls, app, stop.clone()));
+    tokio::spawn(llmprobe::http::connections::serve(
+        listener,
+        tls,
+        app,
+        stop.clone(),
+    ));
     Served { addr, stop }
 }
