@@ -14,11 +14,9 @@ use std::path::Path;
 /// needs fails the test, so that it is deleted.
 #[rustfmt::skip]
 const KNOWN: &[(&str, &str)] = &[
-    // The three below are a mod.rs and the children it calls using each
+    // The two below are a mod.rs and the children it calls using each
     // other (helpers and types in mod.rs); no branch under way removes them
     // (thinlib landed without): each wants its helpers in a file of their own.
-    ("circle in src/metrics/: daemon.rs, exposition.rs, fleet.rs, mod.rs, results.rs, running.rs",
-     "none under way: `counter`, `encode_into`, `read`, `write` in metrics/mod.rs"),
     ("circle in src/schedule/: job.rs, mod.rs",
      "none under way: `jittered`, `Statuses` in schedule/mod.rs"),
     ("circle in src/sweep/: closed_loop.rs, mod.rs, requests.rs",

@@ -3,8 +3,8 @@
 
 use prometheus::{Gauge, IntCounterVec, IntGauge, Opts, Registry};
 
-use crate::metrics::counter;
 use crate::metrics::names;
+use crate::metrics::register::counter;
 
 /// The daemon-state families.
 pub(super) struct DaemonState {

@@ -10,6 +10,7 @@
 
 use bytes::Bytes;
 use prometheus::proto::MetricFamily;
+use prometheus::TextEncoder;
 
 /// Size at which a chunk is handed to the body. Each chunk is a frame of
 /// the chunked response: with 64 KB chunks a 12.7 MB scrape took 10.5-11 ms
@@ -79,11 +80,20 @@ impl Source for Gathered {
     fn write_next(&mut self, out: &mut String) -> bool {
         match self.0.take() {
             Some(family) => {
-                super::encode_into(std::slice::from_ref(&family), out);
+                encode_into(std::slice::from_ref(&family), out);
                 true
             }
             None => false,
         }
+    }
+}
+
+/// Appends `families` in the text format.
+pub(super) fn encode_into(families: &[MetricFamily], out: &mut String) {
+    // The encoder only fails on empty or unnamed families, which are never
+    // built; log rather than lose the whole scrape.
+    if let Err(e) = TextEncoder::new().encode_utf8(families, out) {
+        tracing::error!(error = %e, "encoding metrics failed");
     }
 }
 

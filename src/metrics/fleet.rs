@@ -7,8 +7,8 @@ use std::sync::{Mutex, PoisonError};
 
 use prometheus::{IntCounterVec, IntGaugeVec, Opts, Registry};
 
-use crate::metrics::counter;
 use crate::metrics::names::{self, Spec};
+use crate::metrics::register::counter;
 
 /// Metrics of target discovery from files and of sharding (see `fleet`),
 /// a part of [`super::Metrics`].

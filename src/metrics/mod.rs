@@ -14,23 +14,25 @@
 //! - `daemon`: the daemon's own state (sweeps counted, in flight, reloads);
 //! - `fleet`: target discovery and sharding;
 //! - `config_info`: each measured target's SLO and interval.
+//! - `register`, `locks`: a counter made and registered in one step; lock
+//!   access that survives a panicking writer.
 
 mod config_info;
 mod daemon;
 mod exposition;
 mod fleet;
+mod locks;
 pub mod names;
+mod register;
 mod results;
 mod running;
 #[cfg(test)]
 mod tests;
 
 use std::fmt;
-use std::sync::{PoisonError, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use prometheus::proto::MetricFamily;
-use prometheus::{IntCounterVec, Opts, Registry, TextEncoder};
+use prometheus::Registry;
 
 use crate::config::Target;
 use crate::stats::report::{PairReport, Setup, SweepReport};
@@ -38,7 +40,6 @@ use crate::stats::sample::Sample;
 use daemon::DaemonState;
 pub use exposition::Exposition;
 use exposition::{Gathered, Source};
-use names::Spec;
 use results::Results;
 use running::RunningTotals;
 
@@ -66,30 +67,12 @@ impl fmt::Debug for Metrics {
     }
 }
 
-/// Reads through a poisoned lock: the data behind it is plain values that a
-/// panicking writer cannot leave half-updated in a way worth losing metrics over.
-fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Writes through a poisoned lock; see [`read`].
-fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    lock.write().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// Current Unix time in seconds (0 if the clock is before 1970).
 fn now_unix() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)
-}
-
-/// A counter vec of `spec`, registered with `registry`.
-fn counter(registry: &Registry, spec: &Spec) -> Result<IntCounterVec, prometheus::Error> {
-    let c = IntCounterVec::new(Opts::new(spec.name, spec.help), spec.labels)?;
-    registry.register(Box::new(c.clone()))?;
-    Ok(c)
 }
 
 impl Metrics {
@@ -264,14 +247,5 @@ impl Metrics {
         sources.extend(running.map(|(_, s)| Box::new(s) as Box<dyn Source>));
         sources.push(Box::new(self.results.source()));
         Exposition::new(sources)
-    }
-}
-
-/// Appends `families` in the text format.
-fn encode_into(families: &[MetricFamily], out: &mut String) {
-    // The encoder only fails on empty or unnamed families, which are never
-    // built; log rather than lose the whole scrape.
-    if let Err(e) = TextEncoder::new().encode_utf8(families, out) {
-        tracing::error!(error = %e, "encoding metrics failed");
     }
 }

@@ -16,8 +16,8 @@ use prometheus::core::Desc;
 
 use crate::config::Target;
 use crate::metrics::exposition::Source;
+use crate::metrics::locks::{read, write};
 use crate::metrics::names::{self, quantity, Spec};
-use crate::metrics::{read, write};
 use crate::stats::report::{LevelRole, PairReport, Percentiles, Setup, SweepReport};
 use crate::stats::sample::Outcome;
 
@@ -579,7 +579,7 @@ mod tests {
             mf.mut_metric().push(m);
         }
         let mut out = String::new();
-        crate::metrics::encode_into(&[mf], &mut out);
+        crate::metrics::exposition::encode_into(&[mf], &mut out);
         out
     }
 
