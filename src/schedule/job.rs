@@ -14,8 +14,10 @@ use crate::config::{GatewayPair, Schedule, Target};
 use crate::metrics::Metrics;
 use crate::schedule::endpoint::{self, Reachable};
 use crate::schedule::idle_gate::{self, IdleGate};
+use crate::schedule::jitter::jittered;
+use crate::schedule::log;
+use crate::schedule::statuses::Statuses;
 use crate::schedule::warm_start::{self, Kind, Planner};
-use crate::schedule::{jittered, log, Statuses};
 use crate::stats::report::{PairReport, SweepReport, TargetStatus};
 use crate::sweep::{self, interleaved, SweepEnv};
 

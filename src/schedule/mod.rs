@@ -10,14 +10,16 @@
 
 pub mod endpoint;
 pub mod idle_gate;
+mod jitter;
 mod job;
 mod log;
 pub mod once;
+mod statuses;
 pub mod warm_start;
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
@@ -30,10 +32,9 @@ use crate::stats::report::TargetStatus;
 use crate::stats::sample::Sample;
 use crate::sweep::interleaved::pair_targets;
 use crate::sweep::{Observer, SweepEnv};
+pub use jitter::jittered;
 use job::{Job, Outputs};
-
-/// Shared view of every target's status.
-pub type Statuses = Arc<RwLock<BTreeMap<String, TargetStatus>>>;
+pub use statuses::Statuses;
 
 /// Names a loop: targets and gateway pairs have names of their own.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -346,23 +347,9 @@ pub(crate) fn stagger_gap(interval: Duration, n: usize) -> Duration {
     (interval / n as u32).min(Duration::from_secs(2))
 }
 
-/// The interval with up to `jitter` of it added at random.
-pub fn jittered(interval: Duration, jitter: f64, unit_random: f64) -> Duration {
-    // Saturating: an interval near Duration::MAX must not panic the loop.
-    interval.saturating_add(interval.mul_f64(jitter * unit_random))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn jitter_stays_within_its_fraction() {
-        let i = Duration::from_secs(100);
-        assert_eq!(jittered(i, 0.1, 0.0), i);
-        assert_eq!(jittered(i, 0.1, 0.5), Duration::from_secs(105));
-        assert!(jittered(i, 0.1, 0.999) < Duration::from_secs(110));
-    }
 
     #[test]
     fn stagger_gap_is_bounded() {
