@@ -25,13 +25,15 @@
 //! twin that holds its own keys and the list's, and then split; and
 //! `Target` holds every key's resolved value as a field of its own.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Deserialize;
 
 use super::checks::{MAX_LEVEL, MAX_REQUESTS_PER_LEVEL};
 use super::gentle::Resolution;
-use super::values::{MaxTokensField, RequestsPerLevel};
+use super::resolved::RESERVED_BODY_KEYS;
+use super::values::{Api, MaxTokensField, RequestsPerLevel};
 
 /// The one list of per-target keys: calls `$then! { $($pass)* [keys] }`.
 /// Each entry: doc comments, at most one `#[serde(...)]` (for the file
@@ -75,6 +77,16 @@ macro_rules! per_target_keys {
             /// the output.
             max_tokens_field: $crate::config::values::MaxTokensField
                 => Option<$crate::config::values::MaxTokensField> = rule(|v| v),
+            /// Endpoint kind the requests go to: `chat` or `completions`.
+            api: $crate::config::values::Api => $crate::config::values::Api
+                = rule(|v| v.unwrap_or_default()),
+            /// Nucleus sampling sent with every request (unset: not sent).
+            top_p: f64 => Option<f64> = rule(|v| v).check(|p| p.map_or(Ok(()), top_p)),
+            /// Engine-specific body keys sent verbatim with every request
+            /// (none of [`super::resolved::RESERVED_BODY_KEYS`]).
+            extra_body: std::collections::BTreeMap<String, serde_json::Value>
+                => std::collections::BTreeMap<String, serde_json::Value>
+                = rule(|v| v.unwrap_or_default()).check(|m| no_reserved_body_keys(m)),
             /// PEM roots that replace the built-in ones for this server.
             ca_file: std::path::PathBuf => Option<std::path::PathBuf> = rule(|v| v),
             /// PEM client certificate chain for mutual TLS (with `key_file`).
@@ -294,6 +306,31 @@ fn headroom(h: f64) -> Result<(), String> {
     Ok(())
 }
 
+fn top_p(p: f64) -> Result<(), String> {
+    if !(p > 0.0 && p <= 1.0) {
+        return Err(format!("must be in (0, 1], got {p}"));
+    }
+    Ok(())
+}
+
+/// `extra_body` adds keys, and replaces none that llmprobe sets itself.
+fn no_reserved_body_keys(extra: &BTreeMap<String, serde_json::Value>) -> Result<(), String> {
+    let reserved: Vec<String> = extra
+        .keys()
+        .filter(|k| RESERVED_BODY_KEYS.contains(&k.as_str()))
+        .map(|k| format!("`{k}`"))
+        .collect();
+    if reserved.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} cannot be set here: llmprobe sets {} itself (the measurement depends on it; \
+         `temperature` and `top_p` have their own keys)",
+        reserved.join(", "),
+        if reserved.len() == 1 { "it" } else { "them" }
+    ))
+}
+
 fn increasing_levels(levels: &[u32]) -> Result<(), String> {
     if levels.is_empty() {
         Err("is empty".into())
@@ -359,6 +396,22 @@ impl Merge for Vec<u32> {}
 impl Merge for Duration {}
 impl Merge for RequestsPerLevel {}
 impl Merge for MaxTokensField {}
+impl Merge for Api {}
+
+/// Merged key by key, as `slo`: a target adds to the keys of `defaults:`,
+/// and replaces those it sets again.
+impl Merge for BTreeMap<String, serde_json::Value> {
+    fn merge(near: Option<&Self>, far: Option<&Self>) -> Option<Self> {
+        match (near, far) {
+            (Some(n), Some(f)) => {
+                let mut merged = f.clone();
+                merged.extend(n.iter().map(|(k, v)| (k.clone(), v.clone())));
+                Some(merged)
+            }
+            (n, f) => n.or(f).cloned(),
+        }
+    }
+}
 impl Merge for std::path::PathBuf {}
 impl Merge for bool {}
 impl Merge for Resolution {}

@@ -28,6 +28,18 @@ impl Prompt {
         }
     }
 
+    /// The prompt as one text: Some when the chat is a single user message
+    /// whose content is a string (an inline prompt, a plain or quoted line,
+    /// a document, a synthetic prompt), None for anything else (a chat).
+    pub fn text(&self) -> Option<&str> {
+        match self.messages.as_array().map(Vec::as_slice) {
+            Some([only]) if only.get("role").and_then(Value::as_str) == Some("user") => {
+                only.get("content").and_then(Value::as_str)
+            }
+            _ => None,
+        }
+    }
+
     /// Whether the chat starts with a system message.
     pub fn starts_with_system(&self) -> bool {
         self.messages
@@ -43,9 +55,9 @@ impl Prompt {
 pub const MAX_FILE_BYTES: u64 = 64 << 20;
 
 /// Reads a JSONL prompt file: each non-empty line is a chat
-/// (`{"messages": [...]}`), a JSON string, or a plain-text prompt.
-/// Errors name the line.
-pub fn load_jsonl(path: &Path) -> Result<Vec<Prompt>, String> {
+/// (`{"messages": [...]}`), a JSON string, or a plain-text prompt; each
+/// comes with its line number. Errors name the line.
+pub fn load_jsonl(path: &Path) -> Result<Vec<(usize, Prompt)>, String> {
     let shown = path.display();
     let bytes = read_limited(path, MAX_FILE_BYTES)
         .map_err(|e| format!("cannot read `{shown}`: {e}"))?
@@ -55,11 +67,16 @@ pub fn load_jsonl(path: &Path) -> Result<Vec<Prompt>, String> {
         let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
         format!("`{shown}`: line {line}: not valid UTF-8")
     })?;
-    parse_jsonl(&text).map_err(|e| format!("`{shown}`: {e}"))
+    parse_jsonl_lines(&text).map_err(|e| format!("`{shown}`: {e}"))
 }
 
 /// Parses the content of a JSONL prompt file.
 pub fn parse_jsonl(text: &str) -> Result<Vec<Prompt>, String> {
+    Ok(parse_jsonl_lines(text)?.into_iter().map(|(_, p)| p).collect())
+}
+
+/// [`parse_jsonl`], each prompt with the line it was written on.
+pub fn parse_jsonl_lines(text: &str) -> Result<Vec<(usize, Prompt)>, String> {
     let mut prompts = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -84,15 +101,18 @@ pub fn parse_jsonl(text: &str) -> Result<Vec<Prompt>, String> {
                     "line {n}: `messages` must be a non-empty array of {{\"role\", \"content\"}} objects"
                 ));
             }
-            prompts.push(Prompt {
-                messages: messages.clone(),
-            });
+            prompts.push((
+                n,
+                Prompt {
+                    messages: messages.clone(),
+                },
+            ));
         } else if line.starts_with('"') {
             let s: String =
                 serde_json::from_str(line).map_err(|e| json_error(n, "JSON string", &e))?;
-            prompts.push(Prompt::user(&s));
+            prompts.push((n, Prompt::user(&s)));
         } else {
-            prompts.push(Prompt::user(line));
+            prompts.push((n, Prompt::user(line)));
         }
     }
     if prompts.is_empty() {
@@ -197,6 +217,22 @@ mod tests {
         assert_eq!(p[0].messages[1]["content"], "hi");
         assert_eq!(p[1], Prompt::user("quoted"));
         assert_eq!(p[2], Prompt::user("plain words"));
+    }
+
+    #[test]
+    fn only_one_user_text_is_a_text() {
+        let p = parse_jsonl_lines(
+            "plain\n{\"messages\": [{\"role\": \"user\", \"content\": \"one\"}]}\n\n{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"x\"}]}]}\n{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}]}\n",
+        )
+        .unwrap();
+        let got: Vec<_> = p.iter().map(|(n, p)| (*n, p.text())).collect();
+        assert_eq!(
+            got,
+            [(1, Some("plain")), (2, Some("one")), (4, None), (5, None)]
+        );
+        let mut chat = Prompt::user("hi");
+        chat.prepend_system("be brief");
+        assert_eq!(chat.text(), None);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use super::prompts::Prompt;
 use super::secret::Secret;
 use super::simulator::SimParams;
 use super::tls::{ClientTls, TlsFiles};
-use super::values::PrefixCache;
+use super::values::{MaxTokensField, PrefixCache};
 
 /// A validated configuration, every default applied.
 #[derive(Debug, Clone)]
@@ -119,6 +119,49 @@ per_target_keys!(define_target! {
     }
 });
 
+impl Target {
+    /// The options every request of this target carries besides the
+    /// workload's prompt, limit and temperature: the one value its endpoint
+    /// kind builds bodies from.
+    pub fn request_options(&self) -> RequestOptions {
+        RequestOptions {
+            max_tokens_field: self.max_tokens_field,
+            top_p: self.top_p,
+            extra_body: self.extra_body.clone(),
+        }
+    }
+}
+
+/// The request options of a target, handed as one value to its endpoint
+/// kind (with the workload's prompts, output limit and temperature).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RequestOptions {
+    /// Request field for the output limit; None: not configured, so
+    /// warm-up checks that the kind's first field bounds the output, and
+    /// tries its other fields when it does not.
+    pub max_tokens_field: Option<MaxTokensField>,
+    /// `top_p`, when configured (else not sent).
+    pub top_p: Option<f64>,
+    /// Engine-specific keys added to every body verbatim; none of them is a
+    /// key llmprobe sets itself ([`RESERVED_BODY_KEYS`]).
+    pub extra_body: BTreeMap<String, serde_json::Value>,
+}
+
+/// Body keys llmprobe sets itself, which `extra_body` may not hold: the
+/// measurement depends on them (a non-streamed answer has no TTFT, another
+/// limit changes what is measured), or they have their own key.
+pub const RESERVED_BODY_KEYS: &[&str] = &[
+    "model",
+    "stream",
+    "stream_options",
+    "messages",
+    "prompt",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+];
+
 /// A resolved idle gate of a target: sweeps wait while the server is busy.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IdleGate {
@@ -145,6 +188,10 @@ pub struct Workload {
     pub prompts: Vec<Prompt>,
     /// What requests may share for a server's prefix cache.
     pub prefix_cache: PrefixCache,
+    /// Where the first prompt that is a chat (more than one user text) was
+    /// written, e.g. "`prompts.jsonl` line 3": an endpoint kind that sends
+    /// one text per prompt cannot send it.
+    pub chat_at: Option<String>,
 }
 
 /// A resolved gateway pair.

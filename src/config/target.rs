@@ -63,6 +63,7 @@ pub fn resolve_target(
     let tls = resolve_client_tls(&names, &merged, ctx, bad);
     let mut keys = merged.resolve(&names, bad);
     let capped_by_max_concurrency = cap_levels(&mut keys, &names, bad);
+    check_endpoint_kind(&keys, &names, &workloads, bad);
     check_labels(&t.labels, &k("labels"), bad);
     let idle_gate = resolve_idle_gate(t.idle_gate.as_ref(), key, bad);
 
@@ -199,6 +200,48 @@ fn resolve_workloads(
         }
     }
     found
+}
+
+/// What depends on the endpoint kind `api`: a kind that sends one text
+/// per prompt cannot send a workload holding a chat (named where it was
+/// written), and the output-limit field must be one of the kind's.
+fn check_endpoint_kind(
+    keys: &Keys,
+    names: &Names<'_>,
+    workloads: &[Arc<Workload>],
+    bad: &mut dyn FnMut(&str, String),
+) {
+    let api = keys.api;
+    if !api.sends_chats() {
+        for w in workloads {
+            if let Some(chat) = &w.chat_at {
+                bad(
+                    &names.at("api", names.own.is_set("api")),
+                    format!(
+                        "`{}` sends each prompt as one text, and workload `{}` holds a chat at {chat}: \
+                         use `api: chat`, or write that prompt as one user text",
+                        api.as_str(),
+                        w.name
+                    ),
+                );
+            }
+        }
+    }
+    if let Some(f) = keys.max_tokens_field {
+        let fields = api.output_limit_fields();
+        if !fields.contains(&f) {
+            let named: Vec<_> = fields.iter().map(|f| format!("`{}`", f.as_str())).collect();
+            bad(
+                &names.at("max_tokens_field", names.own.is_set("max_tokens_field")),
+                format!(
+                    "`{}` is not a field of `api: {}` (it has {})",
+                    f.as_str(),
+                    api.as_str(),
+                    named.join(", ")
+                ),
+            );
+        }
+    }
 }
 
 /// Drops the levels above `max_concurrency`, returning it when it left

@@ -1,5 +1,6 @@
 //! Values written in the file and kept as they are once resolved: a
-//! percentage, a number of requests per level, the output-limit field.
+//! percentage, a number of requests per level, the output-limit field, the
+//! endpoint kind.
 
 use serde::{Deserialize, Deserializer};
 
@@ -135,6 +136,52 @@ impl PrefixCache {
             PrefixCache::Unique => "unique",
             PrefixCache::Shared => "shared",
             PrefixCache::SharedSystemPrompt => "shared_system_prompt",
+        }
+    }
+}
+
+/// Which OpenAI endpoint a target's requests go to (`api:`). What the
+/// configuration checks needs to know of a kind is here; how its requests
+/// are built and its answers read is in `probe/api/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Api {
+    /// `POST /chat/completions`: prompts sent as `messages`.
+    #[default]
+    Chat,
+    /// `POST /completions` (the legacy text API, vLLM's benchmark default):
+    /// each prompt sent as one `prompt` string.
+    Completions,
+}
+
+impl Api {
+    /// The name used in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::Chat => "chat",
+            Api::Completions => "completions",
+        }
+    }
+
+    /// Whether a prompt of several messages (a chat) can be sent as it is;
+    /// a kind that cannot takes only prompts of one user text.
+    pub fn sends_chats(self) -> bool {
+        match self {
+            Api::Chat => true,
+            Api::Completions => false,
+        }
+    }
+
+    /// The request fields that can carry the output limit, in the order
+    /// warm-up tries them; the first is the default.
+    pub fn output_limit_fields(self) -> &'static [MaxTokensField] {
+        match self {
+            Api::Chat => &[
+                MaxTokensField::MaxCompletionTokens,
+                MaxTokensField::MaxTokens,
+                MaxTokensField::Both,
+            ],
+            Api::Completions => &[MaxTokensField::MaxTokens],
         }
     }
 }

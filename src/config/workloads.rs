@@ -27,6 +27,7 @@ pub fn resolve_workloads(
             }
             prompts.extend(inline.iter().map(|p| Prompt::user(p)));
         }
+        let mut chat_at = None;
         if let Some(pf) = &w.prompts_file {
             let full = if pf.is_relative() {
                 base_dir.join(pf)
@@ -34,7 +35,12 @@ pub fn resolve_workloads(
                 pf.clone()
             };
             match prompts::load_jsonl(&full) {
-                Ok(p) => prompts.extend(p),
+                Ok(p) => {
+                    chat_at = p.iter().find(|(_, p)| p.text().is_none()).map(|(n, _)| {
+                        format!("`{}` line {n}", full.display())
+                    });
+                    prompts.extend(p.into_iter().map(|(_, p)| p));
+                }
                 Err(e) => bad(&format!("{key}.prompts_file"), e),
             }
         }
@@ -88,6 +94,7 @@ pub fn resolve_workloads(
             for p in &mut prompts {
                 p.prepend_system(system);
             }
+            chat_at = Some(format!("`{key}.system_prompt`"));
         }
         let prefix_cache = w.prefix_cache.unwrap_or_default();
         if prefix_cache == PrefixCache::SharedSystemPrompt
@@ -122,6 +129,7 @@ pub fn resolve_workloads(
                 temperature,
                 prompts,
                 prefix_cache,
+                chat_at,
             }),
         );
     }

@@ -93,14 +93,30 @@ pub fn explain(config: &Config) -> String {
         let _ = writeln!(
             out,
             "  output limit: {}",
-            match t.max_tokens_field {
-                Some(f) => format!("sent as `{}` (configured)", f.as_str()),
-                None =>
+            match (t.max_tokens_field, t.api) {
+                (Some(f), _) => format!("sent as `{}` (configured)", f.as_str()),
+                (None, config::Api::Chat) =>
                     "sent as `max_completion_tokens`, checked on every answer (`max_tokens`, then both, \
                          if the server does not honour it); set max_tokens_field to skip the check"
                         .to_string(),
+                (None, api) => format!(
+                    "sent as `{}`, checked on every answer; set max_tokens_field to skip the check",
+                    api.output_limit_fields()[0].as_str()
+                ),
             }
         );
+        if t.api != config::Api::Chat {
+            let _ = writeln!(out, "  api: {}", t.api.as_str());
+        }
+        if t.top_p.is_some() || !t.extra_body.is_empty() {
+            let keys: Vec<&str> = t.extra_body.keys().map(String::as_str).collect();
+            let _ = writeln!(
+                out,
+                "  request options: top_p {}; extra body keys: {}",
+                t.top_p.map_or("not sent".into(), |p| p.to_string()),
+                if keys.is_empty() { "none".into() } else { keys.join(", ") }
+            );
+        }
         for w in &t.workloads {
             let _ = writeln!(
                 out,

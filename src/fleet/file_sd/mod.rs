@@ -408,6 +408,7 @@ mod tests {
             temperature: 0.0,
             prompts: vec![crate::config::prompts::Prompt::user("hi")],
             prefix_cache: Default::default(),
+            chat_at: None,
         });
         let config = Arc::new(FileSdConfig {
             patterns: vec![Pattern::new("*.json", &dir).unwrap()],
