@@ -72,7 +72,10 @@ pub fn load_jsonl(path: &Path) -> Result<Vec<(usize, Prompt)>, String> {
 
 /// Parses the content of a JSONL prompt file.
 pub fn parse_jsonl(text: &str) -> Result<Vec<Prompt>, String> {
-    Ok(parse_jsonl_lines(text)?.into_iter().map(|(_, p)| p).collect())
+    Ok(parse_jsonl_lines(text)?
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect())
 }
 
 /// [`parse_jsonl`], each prompt with the line it was written on.

@@ -36,9 +36,10 @@ pub fn resolve_workloads(
             };
             match prompts::load_jsonl(&full) {
                 Ok(p) => {
-                    chat_at = p.iter().find(|(_, p)| p.text().is_none()).map(|(n, _)| {
-                        format!("`{}` line {n}", full.display())
-                    });
+                    chat_at = p
+                        .iter()
+                        .find(|(_, p)| p.text().is_none())
+                        .map(|(n, _)| format!("`{}` line {n}", full.display()));
                     prompts.extend(p.into_iter().map(|(_, p)| p));
                 }
                 Err(e) => bad(&format!("{key}.prompts_file"), e),

@@ -114,7 +114,11 @@ pub fn explain(config: &Config) -> String {
                 out,
                 "  request options: top_p {}; extra body keys: {}",
                 t.top_p.map_or("not sent".into(), |p| p.to_string()),
-                if keys.is_empty() { "none".into() } else { keys.join(", ") }
+                if keys.is_empty() {
+                    "none".into()
+                } else {
+                    keys.join(", ")
+                }
             );
         }
         for w in &t.workloads {

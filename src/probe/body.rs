@@ -1,13 +1,14 @@
-//! The chat-completions request bodies of a workload, serialised once per
-//! sweep so that no JSON is built on the measuring path. Where the workload
-//! wants nothing shared with earlier requests (`prefix_cache: unique`, the
-//! default), each body is kept in two pieces and a request's own marker is
-//! copied in between.
+//! The request bodies of a workload for one endpoint kind, serialised once
+//! per sweep so that no JSON is built on the measuring path. What a body
+//! holds is the kind's ([`super::api`]); where the workload wants nothing
+//! shared with earlier requests (`prefix_cache: unique`, the default), each
+//! body is kept in two pieces and a request's own marker is copied in
+//! between.
 
 use bytes::{Bytes, BytesMut};
-use serde_json::{json, Value};
 
-use crate::config::{MaxTokensField, PrefixCache, Workload};
+use crate::config::{MaxTokensField, PrefixCache, RequestOptions, Workload};
+use crate::probe::api::{self, BodyInput, EndpointKind};
 
 /// Stands where the marker goes while a body is serialised; found again in
 /// the JSON text to cut the body in two.
@@ -33,16 +34,47 @@ pub struct Bodies {
 }
 
 impl Bodies {
-    /// One body per prompt of `workload`, for `model`, with `max_tokens` as
-    /// the output limit in the field(s) `field` names.
+    /// One chat-completions body per prompt of `workload`, for `model`,
+    /// with `max_tokens` as the output limit in the field(s) `field` names,
+    /// and no request options.
     pub fn new(model: &str, workload: &Workload, field: MaxTokensField, max_tokens: u32) -> Self {
+        let kind = api::kind(crate::config::Api::Chat);
+        Self::for_kind(
+            kind,
+            model,
+            workload,
+            &RequestOptions::default(),
+            field,
+            max_tokens,
+        )
+    }
+
+    /// One body of endpoint `kind` per prompt of `workload`, for `model`,
+    /// with the target's `options` and `max_tokens` as the output limit in
+    /// the field(s) `field` names.
+    pub fn for_kind(
+        kind: &dyn EndpointKind,
+        model: &str,
+        workload: &Workload,
+        options: &RequestOptions,
+        field: MaxTokensField,
+        max_tokens: u32,
+    ) -> Self {
         let templates = workload
             .prompts
             .iter()
-            .map(|p| {
-                let mut messages = p.messages.clone();
-                let marked = insert_placeholder(&mut messages, workload.prefix_cache);
-                let body = serialise(model, messages, workload.temperature, field, max_tokens);
+            .map(|prompt| {
+                let (body, marked) = kind.body(&BodyInput {
+                    model,
+                    prompt,
+                    temperature: workload.temperature,
+                    options,
+                    field,
+                    max_tokens,
+                    prefix_cache: workload.prefix_cache,
+                    placeholder: PLACEHOLDER,
+                });
+                let body = serde_json::to_vec(&body).unwrap_or_default();
                 let cut = marked
                     .then(|| find(&body, PLACEHOLDER.as_bytes()))
                     .flatten();
@@ -93,61 +125,6 @@ impl Bodies {
     }
 }
 
-/// Puts the placeholder at the start of the message where the marker goes;
-/// false when the workload wants no marker (or no message takes one).
-fn insert_placeholder(messages: &mut Value, mode: PrefixCache) -> bool {
-    let Value::Array(list) = messages else {
-        return false;
-    };
-    let index = match mode {
-        PrefixCache::Shared => return false,
-        PrefixCache::Unique => 0,
-        PrefixCache::SharedSystemPrompt => list
-            .iter()
-            .position(|m| m.get("role").and_then(Value::as_str) != Some("system"))
-            .unwrap_or(list.len().saturating_sub(1)),
-    };
-    let Some(Value::Object(message)) = list.get_mut(index) else {
-        return false;
-    };
-    let content = message.entry("content").or_insert(Value::Null);
-    match content {
-        Value::String(text) => text.insert_str(0, PLACEHOLDER),
-        Value::Array(parts) => parts.insert(0, json!({ "type": "text", "text": PLACEHOLDER })),
-        other => *other = Value::String(PLACEHOLDER.to_string()),
-    }
-    true
-}
-
-fn serialise(
-    model: &str,
-    messages: Value,
-    temperature: f64,
-    field: MaxTokensField,
-    max_tokens: u32,
-) -> Vec<u8> {
-    let mut body = json!({
-        "model": model,
-        "messages": messages,
-        "stream": true,
-        "stream_options": { "include_usage": true },
-        "temperature": temperature,
-    });
-    let max = Value::from(max_tokens);
-    if let Some(obj) = body.as_object_mut() {
-        if matches!(
-            field,
-            MaxTokensField::MaxCompletionTokens | MaxTokensField::Both
-        ) {
-            obj.insert("max_completion_tokens".into(), max.clone());
-        }
-        if matches!(field, MaxTokensField::MaxTokens | MaxTokensField::Both) {
-            obj.insert("max_tokens".into(), max);
-        }
-    }
-    serde_json::to_vec(&body).unwrap_or_default()
-}
-
 /// Position of the first `needle` in `haystack`.
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
@@ -168,6 +145,7 @@ pub fn bodies(model: &str, workload: &Workload, field: MaxTokensField) -> Vec<By
 mod tests {
     use super::*;
     use crate::config::prompts::Prompt;
+    use serde_json::{json, Value};
 
     fn workload(prefix_cache: PrefixCache, prompts: Vec<Prompt>) -> Workload {
         Workload {
@@ -176,6 +154,7 @@ mod tests {
             temperature: 0.0,
             prompts,
             prefix_cache,
+            chat_at: None,
         }
     }
 

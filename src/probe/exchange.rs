@@ -60,11 +60,16 @@ const ERROR_BODY_BYTES: usize = 4096;
 /// what happened, so a body that stalls must not turn a 503 into a timeout.
 const ERROR_BODY_GRACE: Duration = Duration::from_secs(1);
 
+/// Reads the data of one event as a chunk (the endpoint kind's reader).
+pub type ReadChunk = fn(&[u8]) -> Result<Chunk, chunk::ChunkError>;
+
 /// What to send: everything but the body is shared by all requests of a workload.
 #[derive(Debug, Clone)]
 pub struct RequestSpec<'a> {
-    /// Full chat-completions URL.
+    /// Full URL of the endpoint.
     pub url: &'a str,
+    /// How the endpoint kind reads one event's data.
+    pub read_chunk: ReadChunk,
     /// Bearer key.
     pub key: Option<&'a Secret>,
     /// Limit on the whole request.
@@ -159,6 +164,7 @@ async fn read_answer(
 
     let mut stream = StreamState::new(sent, spec.output_limit.map(chunk_ceiling))
         .with_prompt_ceiling(body_len.saturating_add(PROMPT_TOKEN_SLACK));
+    stream.read_chunk = spec.read_chunk;
     let mut decoder = SseDecoder::new(MAX_LINE_BYTES);
     loop {
         let next = resp.next_bytes().await;
@@ -254,6 +260,8 @@ struct StreamState {
     chunk_ceiling: Option<u64>,
     /// Prompt tokens beyond which a usage report is not trusted.
     prompt_ceiling: u64,
+    /// How one event's data is read.
+    read_chunk: ReadChunk,
     /// When the stream ended (the chunk that ended it, or the body's end).
     end: Option<Instant>,
     failed: Option<String>,
@@ -265,6 +273,7 @@ impl StreamState {
             sent,
             chunk_ceiling,
             prompt_ceiling: u64::MAX,
+            read_chunk: chunk::interpret,
             end: None,
             usage_cached: None,
             usage_seen: false,
@@ -296,7 +305,7 @@ impl StreamState {
         if self.failed.is_some() || self.ended() {
             return;
         }
-        let parsed = chunk::interpret(ev.data);
+        let parsed = (self.read_chunk)(ev.data);
         if let Some(msg) = failure(ev.event, ev.data, &parsed) {
             self.failed = Some(msg);
             return;

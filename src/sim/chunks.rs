@@ -1,5 +1,6 @@
 //! Writes the bytes of OpenAI/vLLM-format responses: server-sent
-//! `chat.completion.chunk` events and the non-streaming `chat.completion`.
+//! `chat.completion.chunk` events and the non-streaming `chat.completion`,
+//! or for `/v1/completions` `text_completion` events and object.
 //!
 //! Chunks are written from a pre-rendered prefix instead of through
 //! serde_json, because the stub engine must produce hundreds of thousands of
@@ -26,19 +27,28 @@ pub(crate) struct ChunkWriter {
     reasoning_tokens: u32,
     /// `{"index":0,"delta":{"reasoning":"` (or `reasoning_content`).
     reasoning_head: &'static str,
+    /// Answering `/v1/completions`: text choices, no role, no reasoning.
+    completions: bool,
 }
 
 /// The opening of a chunk's choice, up to the token text.
 const CONTENT_HEAD: &str = r#"{"index":0,"delta":{"content":""#;
 const REASONING_HEAD: &str = r#"{"index":0,"delta":{"reasoning":""#;
 const REASONING_CONTENT_HEAD: &str = r#"{"index":0,"delta":{"reasoning_content":""#;
+/// The opening of a completions choice, up to the token text.
+const TEXT_HEAD: &str = r#"{"index":0,"text":""#;
 
 impl ChunkWriter {
     /// A writer for one response with this id, creation time and model name.
     pub(crate) fn new(id: &str, created: u64, request: &ChatRequest) -> Self {
         // Serialising the strings escapes whatever the client sent as model name.
+        let object = if request.completions {
+            "text_completion"
+        } else {
+            "chat.completion.chunk"
+        };
         let head = format!(
-            "data: {{\"id\":{},\"object\":\"chat.completion.chunk\",\"created\":{created},\"model\":{},\"choices\":[",
+            "data: {{\"id\":{},\"object\":\"{object}\",\"created\":{created},\"model\":{},\"choices\":[",
             json!(id),
             json!(request.model),
         );
@@ -57,11 +67,18 @@ impl ChunkWriter {
                 ReasoningField::Reasoning => REASONING_HEAD,
                 ReasoningField::ReasoningContent => REASONING_CONTENT_HEAD,
             },
+            completions: request.completions,
         }
     }
 
-    /// The first event: the assistant role with empty content, no token.
+    /// The first event: the assistant role with empty content, no token;
+    /// a completions stream has no role, so an SSE comment stands in (the
+    /// headers still leave before the first token).
     pub(crate) fn role(&self, out: &mut Vec<u8>) {
+        if self.completions {
+            out.extend_from_slice(b": started\n\n");
+            return;
+        }
         out.extend_from_slice(self.head.as_bytes());
         out.extend_from_slice(
             br#"{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}"#,
@@ -74,14 +91,20 @@ impl ChunkWriter {
     /// carries `finish_reason`.
     pub(crate) fn token(&self, out: &mut Vec<u8>, n: u32, text: &str, finish: Option<&str>) {
         out.extend_from_slice(self.head.as_bytes());
-        let head = if n <= self.reasoning_tokens {
-            self.reasoning_head
+        if self.completions {
+            out.extend_from_slice(TEXT_HEAD.as_bytes());
+            out.extend_from_slice(text.as_bytes());
+            out.extend_from_slice(br#"","logprobs":null,"finish_reason":"#);
         } else {
-            CONTENT_HEAD
-        };
-        out.extend_from_slice(head.as_bytes());
-        out.extend_from_slice(text.as_bytes());
-        out.extend_from_slice(br#""},"logprobs":null,"finish_reason":"#);
+            let head = if n <= self.reasoning_tokens {
+                self.reasoning_head
+            } else {
+                CONTENT_HEAD
+            };
+            out.extend_from_slice(head.as_bytes());
+            out.extend_from_slice(text.as_bytes());
+            out.extend_from_slice(br#""},"logprobs":null,"finish_reason":"#);
+        }
         match finish {
             Some(reason) => {
                 out.push(b'"');
@@ -112,6 +135,23 @@ impl ChunkWriter {
         text: &mut TextGen,
         finish: &str,
     ) -> String {
+        if self.completions {
+            let all: String = (0..request.max_tokens).map(|_| text.next_token()).collect();
+            return json!({
+                "id": self.id,
+                "object": "text_completion",
+                "created": self.created,
+                "model": self.model,
+                "choices": [{
+                    "index": 0,
+                    "text": all,
+                    "logprobs": null,
+                    "finish_reason": finish,
+                }],
+                "usage": usage(request, request.max_tokens),
+            })
+            .to_string();
+        }
         let reasoning: String = (0..self.reasoning_tokens)
             .map(|_| text.next_token())
             .collect();
@@ -167,6 +207,7 @@ mod tests {
             cached_tokens: 0,
             reasoning_tokens: 0,
             reasoning_field: ReasoningField::Reasoning,
+            completions: false,
         }
     }
 
@@ -206,6 +247,32 @@ mod tests {
         assert_eq!(json[3]["choices"], serde_json::json!([]));
         assert_eq!(json[3]["usage"]["completion_tokens"], 2);
         assert_eq!(json[3]["usage"]["total_tokens"], 5);
+    }
+
+    #[test]
+    fn completions_events_carry_text() {
+        let req = ChatRequest {
+            completions: true,
+            ..request(true)
+        };
+        let w = ChunkWriter::new("cmpl-1", 42, &req);
+        let mut out = Vec::new();
+        w.role(&mut out);
+        assert_eq!(out, b": started\n\n");
+        out.clear();
+        w.token(&mut out, 1, " the", Some("length"));
+        w.end(&mut out, &req, 1);
+        let events = events(&out);
+        let token: Value = serde_json::from_str(&events[0]).unwrap();
+        assert_eq!(token["object"], "text_completion");
+        assert_eq!(token["choices"][0]["text"], " the");
+        assert_eq!(token["choices"][0]["finish_reason"], "length");
+        let usage: Value = serde_json::from_str(&events[1]).unwrap();
+        assert_eq!(usage["usage"]["completion_tokens"], 1);
+        assert_eq!(events[2], "[DONE]");
+        let whole: Value =
+            serde_json::from_str(&w.completion(&req, &mut TextGen::new(0), "length")).unwrap();
+        assert_eq!(whole["choices"][0]["text"].as_str().unwrap().len(), 8);
     }
 
     #[test]

@@ -32,6 +32,7 @@ pub(crate) fn router(params: SimParams, shutdown: CancellationToken) -> Router {
     let sim = Arc::new(Sim::new(params, shutdown, unix_now()));
     Router::new()
         .route("/v1/chat/completions", post(chat))
+        .route("/v1/completions", post(completions))
         .route("/v1/models", get(models))
         .route("/health", get(health))
         .route("/version", get(version))
@@ -41,7 +42,18 @@ pub(crate) fn router(params: SimParams, shutdown: CancellationToken) -> Router {
 }
 
 async fn chat(State(sim): State<Arc<Sim>>, body: Bytes) -> Response {
-    let request = match request::parse(&body, &sim.params) {
+    let parsed = request::parse(&body, &sim.params);
+    answer(sim, parsed).await
+}
+
+async fn completions(State(sim): State<Arc<Sim>>, body: Bytes) -> Response {
+    let parsed = request::parse_completions(&body, &sim.params);
+    answer(sim, parsed).await
+}
+
+/// Answers a parsed request of either endpoint, as the engine does.
+async fn answer(sim: Arc<Sim>, parsed: Result<request::ChatRequest, ApiError>) -> Response {
+    let request = match parsed {
         Ok(request) => request,
         Err(err) => return error(&err),
     };
@@ -67,7 +79,12 @@ async fn chat(State(sim): State<Arc<Sim>>, body: Bytes) -> Response {
         request.cached_tokens =
             (blocks as u64 * BLOCK_TOKENS).min(request.prompt_tokens.saturating_sub(1));
     }
-    let writer = ChunkWriter::new(&format!("chatcmpl-sim-{n:x}"), unix_now(), &request);
+    let prefix = if request.completions {
+        "cmpl"
+    } else {
+        "chatcmpl"
+    };
+    let writer = ChunkWriter::new(&format!("{prefix}-sim-{n:x}"), unix_now(), &request);
     match sim.params.engine {
         Engine::Stub => stub::respond(&request, &writer, fault, guard),
         Engine::Model => model::respond(&sim, request, writer, fault, guard).await,
@@ -121,7 +138,7 @@ async fn not_found() -> Response {
     error(&ApiError {
         status: StatusCode::NOT_FOUND,
         message:
-            "not found: the simulator serves /v1/chat/completions, /v1/models, /health and /version"
+            "not found: the simulator serves /v1/chat/completions, /v1/completions, /v1/models, /health and /version"
                 .into(),
         kind: "invalid_request_error",
         param: None,

@@ -1,5 +1,5 @@
-//! The built-in simulated engine: an OpenAI-compatible chat-completions server
-//! with a realistic, fully predictable performance model.
+//! The built-in simulated engine: an OpenAI-compatible chat-completions and
+//! completions server with a realistic, fully predictable performance model.
 //!
 //! It serves three purposes: new users see real numbers with no GPU
 //! (`llmprobe simulate`, and the shipped default config), tests get a server
@@ -31,6 +31,11 @@
 //!   counts both; like vLLM, no `completion_tokens_details` is sent. The
 //!   timing is the same as without reasoning: a thinking token costs a decode
 //!   step like any other.
+//! - `POST /v1/completions`: the same engine for a `prompt` string (or an
+//!   array of one), read as one user message; the stream is of
+//!   `text_completion` chunks (`choices[0].text`, no reasoning), opened by
+//!   an SSE comment where chat sends its role chunk, with the same usage
+//!   chunk and `[DONE]`; the output limit is `max_tokens`.
 //! - `GET /v1/models`: the OpenAI list with `model_name` (and `max_model_len`).
 //! - `GET /health` (200), `GET /version`; every response has
 //!   `Server: llmprobe-sim/VERSION`.

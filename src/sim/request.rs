@@ -1,5 +1,5 @@
-//! Parsing and validating one chat-completions request body (no I/O), and the
-//! OpenAI-style error it may turn into.
+//! Parsing and validating one chat-completions or completions request body
+//! (no I/O), and the OpenAI-style error it may turn into.
 
 use axum::http::StatusCode;
 use serde::Deserialize;
@@ -33,6 +33,8 @@ pub(crate) struct ChatRequest {
     pub reasoning_tokens: u32,
     /// The delta field the thinking is streamed in.
     pub reasoning_field: ReasoningField,
+    /// Sent to `/v1/completions`: answered with `text_completion` chunks.
+    pub completions: bool,
 }
 
 /// An error answered as OpenAI does: `{"error": {message, type, param, code}}`.
@@ -83,6 +85,9 @@ struct RawRequest {
     model: Option<String>,
     #[serde(default)]
     messages: Option<Vec<RawMessage>>,
+    /// `/v1/completions`: a string, or an array holding one.
+    #[serde(default)]
+    prompt: Option<Value>,
     #[serde(default)]
     stream: Option<bool>,
     #[serde(default)]
@@ -112,8 +117,38 @@ struct RawStreamOptions {
 /// Checks a request body against the OpenAI schema (leniently) and the model's
 /// context window.
 pub(crate) fn parse(body: &[u8], params: &SimParams) -> Result<ChatRequest, ApiError> {
-    let raw: RawRequest = serde_json::from_slice(body)
+    parse_for(body, params, false)
+}
+
+/// Checks a `/v1/completions` body: as [`parse`], with `prompt` (one string,
+/// or an array of one) read as a single user message.
+pub(crate) fn parse_completions(body: &[u8], params: &SimParams) -> Result<ChatRequest, ApiError> {
+    parse_for(body, params, true)
+}
+
+fn parse_for(body: &[u8], params: &SimParams, completions: bool) -> Result<ChatRequest, ApiError> {
+    let mut raw: RawRequest = serde_json::from_slice(body)
         .map_err(|e| ApiError::invalid(None, format!("invalid request body: {e}")))?;
+    if completions {
+        let text = match raw.prompt.take() {
+            Some(Value::String(s)) => s,
+            Some(Value::Array(mut list)) if list.len() == 1 && list[0].is_string() => list
+                .pop()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            Some(_) => {
+                return Err(ApiError::invalid(
+                    Some("prompt"),
+                    "prompt: only a string (or an array of one) is supported",
+                ))
+            }
+            None => return Err(ApiError::invalid(Some("prompt"), "prompt: required")),
+        };
+        raw.messages = Some(vec![RawMessage {
+            role: Some("user".into()),
+            content: Some(Value::String(text)),
+        }]);
+    }
     let messages = raw
         .messages
         .ok_or_else(|| ApiError::invalid(Some("messages"), "messages: required"))?;
@@ -196,8 +231,14 @@ pub(crate) fn parse(body: &[u8], params: &SimParams) -> Result<ChatRequest, ApiE
             Vec::new()
         },
         cached_tokens: 0,
-        reasoning_tokens: params.reasoning_tokens.min(max_tokens),
+        // A completion is one text: no thinking apart from the answer.
+        reasoning_tokens: if completions {
+            0
+        } else {
+            params.reasoning_tokens.min(max_tokens)
+        },
         reasoning_field: params.reasoning_field,
+        completions,
     })
 }
 
@@ -254,6 +295,22 @@ mod tests {
         assert_eq!(r.model, "sim-tiny");
         let r = parse_str(&format!("{{{msg}}}")).unwrap();
         assert_eq!(r.max_tokens, 32);
+    }
+
+    #[test]
+    fn a_completions_prompt_is_one_user_message() {
+        let params = params();
+        let r = parse_completions(br#"{"prompt":"hello world!","max_tokens":5}"#, &params).unwrap();
+        assert_eq!((r.prompt_tokens, r.max_tokens, r.completions), (3, 5, true));
+        let chat =
+            parse_str(r#"{"messages":[{"role":"user","content":"hello world!"}],"max_tokens":5}"#)
+                .unwrap();
+        assert_eq!(r.text_seed, chat.text_seed);
+        assert!(parse_completions(br#"{"prompt":["a"]}"#, &params).is_ok());
+        for body in [r#"{"prompt":["a","b"]}"#, r#"{"prompt":5}"#, "{}"] {
+            let err = parse_completions(body.as_bytes(), &params).unwrap_err();
+            assert_eq!(err.param, Some("prompt"), "{body}");
+        }
     }
 
     #[test]

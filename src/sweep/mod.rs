@@ -173,8 +173,13 @@ pub async fn run_after(
         setup: &r.setup,
         output_limit: &r.output_limit,
     });
-    let mut choice =
-        output_limit::Choice::start(target.max_tokens_field, &target.model, &setup, earlier);
+    let mut choice = output_limit::Choice::start_for(
+        crate::probe::api::kind(target.api).output_limit_fields(),
+        target.max_tokens_field,
+        &target.model,
+        &setup,
+        earlier,
+    );
     let mut checked = 0;
     let mut error = None;
     // In a block: the future borrows the results, and is dropped before they are read.

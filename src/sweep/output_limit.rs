@@ -8,7 +8,8 @@
 //! server), and every answer of it, warm-up, pool and counted alike, is
 //! judged against the workload's limit: more output than that, or a 400 or
 //! 422 naming the field, and the workload starts again with the next field
-//! of [`ORDER`]; when none is left nothing bounds the output, and the sweep
+//! of the target's endpoint kind (for chat [`ORDER`]; `completions` has only
+//! `max_tokens`); when none is left nothing bounds the output, and the sweep
 //! says so. Pure: the sweep sends the requests and reports each answer here.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,7 +19,7 @@ use crate::config::MaxTokensField;
 use crate::stats::report::{OutputLimit, Setup};
 use crate::stats::sample::{Outcome, Sample, TokenSource};
 
-/// The fields tried, in order.
+/// The fields tried for chat completions, in order.
 pub const ORDER: [MaxTokensField; 3] = [
     MaxTokensField::MaxCompletionTokens,
     MaxTokensField::MaxTokens,
@@ -113,6 +114,8 @@ pub struct Earlier<'a> {
 #[derive(Debug, Clone)]
 pub struct Choice {
     field: MaxTokensField,
+    /// The endpoint kind's fields, in the order they are tried.
+    order: &'static [MaxTokensField],
     /// Configured: used as it is, never switched.
     configured: bool,
     /// Sweeps the field has been kept since it was found (0: found now,
@@ -137,8 +140,20 @@ impl Choice {
         setup: &Setup,
         earlier: Option<Earlier<'_>>,
     ) -> Self {
+        Self::start_for(&ORDER, configured, model, setup, earlier)
+    }
+
+    /// [`Choice::start`] for an endpoint kind whose fields are `order`.
+    pub fn start_for(
+        order: &'static [MaxTokensField],
+        configured: Option<MaxTokensField>,
+        model: &str,
+        setup: &Setup,
+        earlier: Option<Earlier<'_>>,
+    ) -> Self {
         let mut choice = Choice {
-            field: ORDER[0],
+            field: order.first().copied().unwrap_or(ORDER[0]),
+            order,
             configured: false,
             kept_sweeps: 0,
             detected: false,
@@ -155,7 +170,7 @@ impl Choice {
         };
         let o = e.output_limit;
         let same_server = identity(e.model, e.setup) == identity(model, setup);
-        let found = ORDER.iter().find(|f| f.as_str() == o.field).copied();
+        let found = order.iter().find(|f| f.as_str() == o.field).copied();
         match found {
             Some(field)
                 if same_server
@@ -194,7 +209,8 @@ impl Choice {
     pub fn unbounded(&mut self, why: String, limit: u64) -> Result<MaxTokensField, String> {
         self.seen
             .push(format!("with `{}`, {why}", self.field.as_str()));
-        let next = ORDER
+        let next = self
+            .order
             .iter()
             .skip_while(|f| **f != self.field)
             .nth(1)
@@ -209,8 +225,8 @@ impl Choice {
             None => {
                 self.unbounded = true;
                 Err(format!(
-                    "nothing bounds the server's output: neither `max_completion_tokens`, nor `max_tokens`, \
-                     nor both kept it within {limit} tokens ({})",
+                    "nothing bounds the server's output: {} kept it within {limit} tokens ({})",
+                    none_of(self.order),
                     self.seen.join("; ")
                 ))
             }
@@ -241,6 +257,21 @@ impl Choice {
             note,
             kept_sweeps: self.kept_sweeps,
         }
+    }
+}
+
+/// "neither `a`, nor `b`, nor both", or "`a` never" for a kind of one field.
+fn none_of(fields: &[MaxTokensField]) -> String {
+    let named: Vec<String> = fields
+        .iter()
+        .map(|f| match f {
+            MaxTokensField::Both => "both".to_string(),
+            f => format!("`{}`", f.as_str()),
+        })
+        .collect();
+    match named.as_slice() {
+        [one] => format!("{one} never"),
+        many => format!("neither {}", many.join(", nor ")),
     }
 }
 
@@ -290,6 +321,27 @@ impl Watch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_refusal_names_every_field_of_the_kind() {
+        assert_eq!(
+            none_of(&ORDER),
+            "neither `max_completion_tokens`, nor `max_tokens`, nor both"
+        );
+        assert_eq!(
+            none_of(crate::config::Api::Chat.output_limit_fields()),
+            none_of(&ORDER)
+        );
+        let only = crate::config::Api::Completions.output_limit_fields();
+        assert_eq!(none_of(only), "`max_tokens` never");
+        let mut c = Choice::start_for(only, None, "m", &Setup::default(), None);
+        assert_eq!(c.field(), MaxTokensField::MaxTokens);
+        let e = c.unbounded("too long".into(), 4).unwrap_err();
+        assert!(
+            e.starts_with("nothing bounds the server's output: `max_tokens` never"),
+            "{e}"
+        );
+    }
 
     fn ok(chunks: u64, usage: Option<u64>) -> Sample {
         let mut s = Sample::failed(Outcome::Ok, Some(200), "");

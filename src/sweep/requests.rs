@@ -7,6 +7,7 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{MaxTokensField, Target, Workload};
+use crate::probe::api::{self, EndpointKind};
 use crate::probe::body::Bodies;
 use crate::probe::exchange::{self as probe, RequestSpec};
 use crate::stats::sample::Sample;
@@ -22,6 +23,7 @@ pub(crate) struct Requests {
     pub(crate) target: Arc<Target>,
     /// The workload they belong to.
     pub(crate) workload: Arc<Workload>,
+    kind: &'static dyn EndpointKind,
     url: String,
     bodies: Bodies,
     /// Bodies of the uncounted requests that open a level's connections.
@@ -40,34 +42,41 @@ pub(crate) struct Placed {
 }
 
 impl Requests {
-    /// With the configured output-limit field, else the default (gateway
-    /// pairs, which measure stub engines).
+    /// With the configured output-limit field, else the endpoint kind's
+    /// default (gateway pairs, which measure stub engines).
     pub(crate) fn new(target: &Arc<Target>, workload: &Arc<Workload>, base_url: &str) -> Self {
         let field = target
             .max_tokens_field
-            .unwrap_or(MaxTokensField::MaxCompletionTokens);
+            .unwrap_or(api::kind(target.api).output_limit_fields()[0]);
         Self::for_sweep(target, workload, base_url, field)
     }
 
-    /// Bodies built once, for the target's model, with `field` carrying the
-    /// workload's output limit.
+    /// Bodies of the target's endpoint kind built once, for its model and
+    /// request options, with `field` carrying the workload's output limit.
     pub(crate) fn for_sweep(
         target: &Arc<Target>,
         workload: &Arc<Workload>,
         base_url: &str,
         field: MaxTokensField,
     ) -> Self {
+        let kind = api::kind(target.api);
+        let bodies = |max_tokens| {
+            Bodies::for_kind(
+                kind,
+                &target.model,
+                workload,
+                &target.request,
+                field,
+                max_tokens,
+            )
+        };
         Requests {
             target: target.clone(),
             workload: workload.clone(),
-            url: format!("{base_url}/chat/completions"),
-            bodies: Bodies::new(
-                &target.model,
-                workload,
-                field,
-                workload.max_completion_tokens,
-            ),
-            pool: Bodies::new(&target.model, workload, field, POOL_OUTPUT_TOKENS),
+            kind,
+            url: format!("{base_url}{}", kind.path()),
+            bodies: bodies(workload.max_completion_tokens),
+            pool: bodies(POOL_OUTPUT_TOKENS),
             output_limit: u64::from(workload.max_completion_tokens),
         }
     }
@@ -108,6 +117,7 @@ impl Requests {
         let body = bodies.body(i, fastrand::u64(..));
         let spec = RequestSpec {
             url: &self.url,
+            read_chunk: self.kind.read_chunk(),
             key: self.target.api_key.as_ref(),
             timeout: self.target.request_timeout,
             output_limit: Some(self.output_limit),

@@ -1,0 +1,85 @@
+//! What an endpoint kind is ([`EndpointKind`]), and the body keys every
+//! kind sends alike: the model, streaming with usage, the sampling options
+//! and the target's `extra_body`.
+
+use serde_json::{Map, Value};
+
+use crate::config::prompts::Prompt;
+use crate::config::{MaxTokensField, PrefixCache, RequestOptions};
+use crate::stream::chunk::{Chunk, ChunkError};
+
+/// Everything one request body is built from.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyInput<'a> {
+    /// Model id.
+    pub model: &'a str,
+    /// The prompt, as the workload holds it.
+    pub prompt: &'a Prompt,
+    /// The workload's temperature.
+    pub temperature: f64,
+    /// The target's request options.
+    pub options: &'a RequestOptions,
+    /// The field(s) that carry the output limit.
+    pub field: MaxTokensField,
+    /// The output limit.
+    pub max_tokens: u32,
+    /// What the workload lets requests share for a server's prefix cache.
+    pub prefix_cache: PrefixCache,
+    /// The text put where the request's own marker goes (the caller finds
+    /// it again in the JSON to copy each request's marker in).
+    pub placeholder: &'a str,
+}
+
+/// One kind of OpenAI endpoint: what a request to it looks like and how its
+/// streamed answer is read.
+pub trait EndpointKind: Sync {
+    /// Path under the target's base URL.
+    fn path(&self) -> &'static str;
+
+    /// The request fields that can carry the output limit, in the order
+    /// warm-up tries them; the first is the default.
+    fn output_limit_fields(&self) -> &'static [MaxTokensField];
+
+    /// The body of one request, and whether the placeholder was put in it
+    /// (the workload may want no marker, or the prompt take none).
+    fn body(&self, input: &BodyInput<'_>) -> (Value, bool);
+
+    /// Reads the data of one event of the answer's stream.
+    fn read_chunk(&self) -> fn(&[u8]) -> Result<Chunk, ChunkError>;
+}
+
+/// The keys every kind sends: `extra_body` first, so that nothing in it can
+/// replace a key llmprobe sets (the configuration refuses such keys too).
+pub fn shared_keys(input: &BodyInput<'_>) -> Map<String, Value> {
+    let mut body: Map<String, Value> = input
+        .options
+        .extra_body
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    body.insert("model".into(), input.model.into());
+    body.insert("stream".into(), true.into());
+    body.insert(
+        "stream_options".into(),
+        serde_json::json!({ "include_usage": true }),
+    );
+    body.insert("temperature".into(), input.temperature.into());
+    if let Some(top_p) = input.options.top_p {
+        body.insert("top_p".into(), top_p.into());
+    }
+    body
+}
+
+/// Puts the output limit in the field(s) `field` names.
+pub fn insert_limit(body: &mut Map<String, Value>, field: MaxTokensField, max_tokens: u32) {
+    let max = Value::from(max_tokens);
+    if matches!(
+        field,
+        MaxTokensField::MaxCompletionTokens | MaxTokensField::Both
+    ) {
+        body.insert("max_completion_tokens".into(), max.clone());
+    }
+    if matches!(field, MaxTokensField::MaxTokens | MaxTokensField::Both) {
+        body.insert("max_tokens".into(), max);
+    }
+}
