@@ -65,7 +65,7 @@ impl Requests {
                 kind,
                 &target.model,
                 workload,
-                &target.request,
+                &target.request_options(),
                 field,
                 max_tokens,
             )

@@ -83,3 +83,47 @@ pub fn insert_limit(body: &mut Map<String, Value>, field: MaxTokensField, max_to
         body.insert("max_tokens".into(), max);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn extra_body_adds_keys_and_replaces_none_of_llmprobe_s() {
+        // The configuration refuses such keys; the body holds even so.
+        let options = RequestOptions {
+            extra_body: [
+                ("model".to_string(), json!("other")),
+                ("stream".to_string(), json!(false)),
+                ("min_p".to_string(), json!(0.05)),
+            ]
+            .into(),
+            ..RequestOptions::default()
+        };
+        let prompt = Prompt::user("hi");
+        let input = BodyInput {
+            model: "m",
+            prompt: &prompt,
+            temperature: 0.0,
+            options: &options,
+            field: MaxTokensField::Both,
+            max_tokens: 4,
+            prefix_cache: PrefixCache::Shared,
+            placeholder: "@@",
+        };
+        let mut body = shared_keys(&input);
+        insert_limit(&mut body, input.field, input.max_tokens);
+        let body = Value::Object(body);
+        assert_eq!(
+            (&body["model"], &body["stream"]),
+            (&json!("m"), &json!(true))
+        );
+        assert_eq!(body["min_p"], 0.05);
+        assert_eq!(
+            (&body["max_tokens"], &body["max_completion_tokens"]),
+            (&json!(4), &json!(4))
+        );
+        assert!(body.get("top_p").is_none());
+    }
+}
