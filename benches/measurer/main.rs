@@ -293,6 +293,7 @@ async fn closed_loop(
         workers.spawn(async move {
             let spec = RequestSpec {
                 url: &url,
+                read_chunk: llmprobe::stream::chunk::interpret,
                 key: None,
                 timeout: REQUEST_TIMEOUT,
                 output_limit: None,

@@ -154,34 +154,44 @@ pub enum Api {
     Completions,
 }
 
+/// What the configuration checks of an endpoint kind: one row per kind.
+struct ApiFacts {
+    /// The name used in the configuration.
+    name: &'static str,
+    /// Whether a prompt of several messages (a chat) can be sent as it is.
+    sends_chats: bool,
+    /// The request fields that can carry the output limit, warm-up's order.
+    output_limit_fields: &'static [MaxTokensField],
+}
+
 impl Api {
+    fn facts(self) -> ApiFacts {
+        use MaxTokensField::*;
+        let (name, sends_chats, output_limit_fields): (_, _, &'static [_]) = match self {
+            Api::Chat => ("chat", true, &[MaxCompletionTokens, MaxTokens, Both]),
+            Api::Completions => ("completions", false, &[MaxTokens]),
+        };
+        ApiFacts {
+            name,
+            sends_chats,
+            output_limit_fields,
+        }
+    }
+
     /// The name used in the configuration.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Api::Chat => "chat",
-            Api::Completions => "completions",
-        }
+        self.facts().name
     }
 
     /// Whether a prompt of several messages (a chat) can be sent as it is;
     /// a kind that cannot takes only prompts of one user text.
     pub fn sends_chats(self) -> bool {
-        match self {
-            Api::Chat => true,
-            Api::Completions => false,
-        }
+        self.facts().sends_chats
     }
 
     /// The request fields that can carry the output limit, in the order
     /// warm-up tries them; the first is the default.
     pub fn output_limit_fields(self) -> &'static [MaxTokensField] {
-        match self {
-            Api::Chat => &[
-                MaxTokensField::MaxCompletionTokens,
-                MaxTokensField::MaxTokens,
-                MaxTokensField::Both,
-            ],
-            Api::Completions => &[MaxTokensField::MaxTokens],
-        }
+        self.facts().output_limit_fields
     }
 }
