@@ -323,11 +323,11 @@ fn no_reserved_body_keys(extra: &BTreeMap<String, serde_json::Value>) -> Result<
     if reserved.is_empty() {
         return Ok(());
     }
+    let it = if reserved.len() == 1 { "it" } else { "them" };
     Err(format!(
-        "{} cannot be set here: llmprobe sets {} itself (the measurement depends on it; \
-         `temperature` and `top_p` have their own keys)",
+        "{} cannot be set here: llmprobe sets {it} itself, and the measurement depends on {it} \
+         (`temperature` and `top_p` have keys of their own)",
         reserved.join(", "),
-        if reserved.len() == 1 { "it" } else { "them" }
     ))
 }
 
