@@ -32,8 +32,7 @@ use serde::Deserialize;
 
 use super::checks::{MAX_LEVEL, MAX_REQUESTS_PER_LEVEL};
 use super::gentle::Resolution;
-use super::resolved::RESERVED_BODY_KEYS;
-use super::values::{Api, MaxTokensField, RequestsPerLevel};
+use super::values::{Api, MaxTokensField, RequestsPerLevel, RESERVED_BODY_KEYS};
 
 /// The one list of per-target keys: calls `$then! { $($pass)* [keys] }`.
 /// Each entry: doc comments, at most one `#[serde(...)]` (for the file
@@ -83,7 +82,7 @@ macro_rules! per_target_keys {
             /// Nucleus sampling sent with every request (unset: not sent).
             top_p: f64 => Option<f64> = rule(|v| v).check(|p| p.map_or(Ok(()), top_p)),
             /// Engine-specific body keys sent verbatim with every request
-            /// (none of [`super::resolved::RESERVED_BODY_KEYS`]).
+            /// (none of [`super::values::RESERVED_BODY_KEYS`]).
             extra_body: std::collections::BTreeMap<String, serde_json::Value>
                 => std::collections::BTreeMap<String, serde_json::Value>
                 = rule(|v| v.unwrap_or_default()).check(|m| no_reserved_body_keys(m)),

@@ -143,24 +143,9 @@ pub struct RequestOptions {
     /// `top_p`, when configured (else not sent).
     pub top_p: Option<f64>,
     /// Engine-specific keys added to every body verbatim; none of them is a
-    /// key llmprobe sets itself ([`RESERVED_BODY_KEYS`]).
+    /// key llmprobe sets itself ([`super::values::RESERVED_BODY_KEYS`]).
     pub extra_body: BTreeMap<String, serde_json::Value>,
 }
-
-/// Body keys llmprobe sets itself, which `extra_body` may not hold: the
-/// measurement depends on them (a non-streamed answer has no TTFT, another
-/// limit changes what is measured), or they have their own key.
-pub const RESERVED_BODY_KEYS: &[&str] = &[
-    "model",
-    "stream",
-    "stream_options",
-    "messages",
-    "prompt",
-    "max_tokens",
-    "max_completion_tokens",
-    "temperature",
-    "top_p",
-];
 
 /// A resolved idle gate of a target: sweeps wait while the server is busy.
 #[derive(Debug, Clone, PartialEq)]

@@ -195,3 +195,18 @@ impl Api {
         self.facts().output_limit_fields
     }
 }
+
+/// Body keys llmprobe sets itself, which `extra_body` may not hold: the
+/// measurement depends on them (a non-streamed answer has no TTFT, another
+/// limit changes what is measured), or they have their own key.
+pub const RESERVED_BODY_KEYS: &[&str] = &[
+    "model",
+    "stream",
+    "stream_options",
+    "messages",
+    "prompt",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+];
