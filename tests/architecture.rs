@@ -14,11 +14,6 @@ use std::path::Path;
 /// needs fails the test, so that it is deleted.
 #[rustfmt::skip]
 const KNOWN: &[(&str, &str)] = &[
-    // A mod.rs and the children it calls using each other (helpers and
-    // types in mod.rs); no branch under way removes it (thinlib landed
-    // without): it wants its helpers in a file of their own.
-    ("circle in src/sweep/: closed_loop.rs, mod.rs, requests.rs",
-     "none under way: `SweepEnv`, `Requests` in sweep/mod.rs"),
 ];
 
 fn repo() -> &'static Path {

@@ -14,8 +14,9 @@ use crate::config::Slo;
 use crate::stats::level::Span;
 use crate::stats::sample::{Outcome, Sample};
 use crate::stats::verdict::{Breach, Tally};
+use crate::sweep::env::SweepEnv;
 use crate::sweep::output_limit::Watch;
-use crate::sweep::{Requests, SweepEnv};
+use crate::sweep::requests::Requests;
 
 /// What a level's requests are for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

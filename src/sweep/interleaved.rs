@@ -22,7 +22,8 @@ use crate::config::{Config, GatewayPair, Target};
 use crate::stats::overhead::{no_success, overhead, summarize_side};
 use crate::stats::report::PairReport;
 use crate::stats::sample::Sample;
-use crate::sweep::{Requests, SweepEnv};
+use crate::sweep::env::SweepEnv;
+use crate::sweep::requests::Requests;
 
 /// Sizes of the batches that make up `requests` requests at `concurrency`:
 /// full batches, then the remainder.

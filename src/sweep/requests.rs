@@ -11,7 +11,7 @@ use crate::probe::api::{self, EndpointKind};
 use crate::probe::body::Bodies;
 use crate::probe::exchange::{self as probe, RequestSpec};
 use crate::stats::sample::Sample;
-use crate::sweep::SweepEnv;
+use crate::sweep::env::SweepEnv;
 
 /// Output tokens asked by the requests that open a level's connections: they
 /// exist to open them, not to measure anything.

@@ -1,0 +1,70 @@
+//! What every sweep shares: the HTTP clients, the global cap on requests in
+//! flight, the cancel token, and the observer that hears what sweeps do.
+
+use std::sync::Arc;
+
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{GatewayPair, Target, Workload};
+use crate::probe::tls::Clients;
+use crate::stats::sample::Sample;
+
+/// Receives what a sweep does as it happens (metrics, progress line).
+pub trait Observer: Send + Sync {
+    /// A measured (counted) request.
+    fn request(&self, _target: &Target, _workload: &Workload, _sample: &Sample) {}
+    /// A level is about to start.
+    fn level_started(
+        &self,
+        _target: &Target,
+        _workload: &Workload,
+        _concurrency: u32,
+        _requests: u64,
+    ) {
+    }
+    /// A one-shot measurement of a gateway pair is about to start.
+    fn pair_started(&self, _pair: &GatewayPair) {}
+    /// A request took a place in the global cap; it is given back when the
+    /// returned guard (if any) is dropped.
+    fn in_flight(&self) -> Option<Box<dyn Send>> {
+        None
+    }
+}
+
+/// An observer that ignores everything.
+pub struct NoObserver;
+impl Observer for NoObserver {}
+
+/// What every sweep shares.
+#[derive(Clone)]
+pub struct SweepEnv {
+    /// The HTTP clients, one per TLS setting (connections pooled across sweeps).
+    pub clients: Clients,
+    /// Global cap on requests in flight across all targets.
+    pub in_flight: Arc<Semaphore>,
+    /// The number of places in that cap (`schedule.max_in_flight_total`).
+    pub in_flight_total: u32,
+    /// Cancels everything on shutdown or reload.
+    pub cancel: CancellationToken,
+    /// Receives requests and progress.
+    pub observer: Arc<dyn Observer>,
+}
+
+impl SweepEnv {
+    /// An environment with a global cap of `in_flight_total` requests.
+    pub fn new(
+        clients: Clients,
+        in_flight_total: u32,
+        cancel: CancellationToken,
+        observer: Arc<dyn Observer>,
+    ) -> Self {
+        SweepEnv {
+            clients,
+            in_flight: Arc::new(Semaphore::new(in_flight_total as usize)),
+            in_flight_total,
+            cancel,
+            observer,
+        }
+    }
+}
