@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod probe;
 pub mod schedule;
 pub mod sim;
+pub mod sinks;
 pub mod stats;
 pub mod stream;
 pub mod sweep;
@@ -40,7 +41,9 @@ use crate::config::Config;
 use crate::fleet::Fleet;
 use crate::http::router::{AppState, Control, DeadLoops};
 use crate::metrics::Metrics;
-use crate::schedule::{Scheduler, Statuses};
+use crate::schedule::Scheduler;
+use crate::sinks::index_page::Statuses;
+use crate::sinks::Sinks;
 
 /// How long shutdown waits for requests in flight to be cancelled.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -100,7 +103,8 @@ pub async fn run(
     };
     let http = exposure.serve(listener, state, shutdown.clone());
 
-    let mut scheduler = Scheduler::new(metrics.clone(), clients, statuses);
+    let sinks = Sinks::standard(&metrics, &statuses);
+    let mut scheduler = Scheduler::new(sinks, metrics.clone(), clients);
     let mut fleet = Fleet::new();
     fleet.configure(&config);
     scheduler.apply(&fleet.view(&config));

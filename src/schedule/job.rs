@@ -15,10 +15,9 @@ use crate::metrics::Metrics;
 use crate::schedule::endpoint::{self, Reachable};
 use crate::schedule::idle_gate::{self, IdleGate};
 use crate::schedule::jitter::jittered;
-use crate::schedule::log;
-use crate::schedule::statuses::Statuses;
 use crate::schedule::warm_start::{self, Kind, Planner};
-use crate::stats::report::{PairReport, SweepReport, TargetStatus};
+use crate::sinks::Sinks;
+use crate::stats::report::{PairReport, SweepReport};
 use crate::sweep::{self, interleaved, SweepEnv};
 
 /// What one loop measures. Equal jobs measure alike: a reload keeps the
@@ -60,10 +59,10 @@ pub(crate) enum Measured<'a> {
 /// What every loop publishes to.
 #[derive(Clone)]
 pub(crate) struct Outputs {
-    /// Every exported metric.
+    /// Where results go.
+    pub sinks: Sinks,
+    /// The daemon's own state (postponed sweeps); results go to `sinks`.
     pub metrics: Arc<Metrics>,
-    /// What the index page shows.
-    pub statuses: Statuses,
 }
 
 /// Runs `job` every interval of `schedule`, starting after `offset`, until
@@ -189,23 +188,14 @@ impl Job {
     /// Shows a target on the index page before its first sweep.
     fn announce(&self, out: &Outputs) {
         if let Job::Target(target) = self {
-            out.statuses
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .entry(target.name.clone())
-                .or_insert_with(|| TargetStatus::new(&target.name, &target.model))
-                .model = target.model.clone();
+            out.sinks.target_announced(target);
         }
     }
 
     /// Exports what is known before the first round.
     fn started(&self, out: &Outputs) {
         if let Job::Target(target) = self {
-            // The configured output-limit field; found at the first sweep otherwise.
-            let field = target.max_tokens_field.map_or("", |f| f.as_str());
-            out.metrics
-                .describe_target(target, &Default::default(), field);
-            out.metrics.target_started(&target.name);
+            out.sinks.target_started(target);
         }
     }
 
@@ -271,25 +261,11 @@ impl Measured<'_> {
         }
     }
 
-    /// Logs and exports a finished round.
+    /// Hands a finished round to every sink.
     fn publish(&self, out: &Outputs) {
         match self {
-            Measured::Sweep(target, report) => {
-                log::sweep(report);
-                out.metrics
-                    .describe_target(target, &report.setup, &report.output_limit.field);
-                out.metrics.publish_sweep(report);
-                out.statuses
-                    .write()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .entry(target.name.clone())
-                    .or_insert_with(|| TargetStatus::new(&target.name, &target.model))
-                    .record_shared(report.clone());
-            }
-            Measured::Pair(report) => {
-                log::pair(report);
-                out.metrics.publish_pair(report);
-            }
+            Measured::Sweep(target, report) => out.sinks.sweep(target, report),
+            Measured::Pair(report) => out.sinks.pair(report),
         }
     }
 }

@@ -12,9 +12,7 @@ pub mod endpoint;
 pub mod idle_gate;
 mod jitter;
 mod job;
-mod log;
 pub mod once;
-mod statuses;
 pub mod warm_start;
 
 use std::collections::BTreeMap;
@@ -26,15 +24,14 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Schedule, Target, Workload};
-use crate::metrics::{Metrics, TargetLimits};
+use crate::metrics::Metrics;
 use crate::probe::tls::Clients;
-use crate::stats::report::TargetStatus;
+use crate::sinks::Sinks;
 use crate::stats::sample::Sample;
 use crate::sweep::interleaved::pair_targets;
 use crate::sweep::{Observer, SweepEnv};
 pub use jitter::jittered;
 use job::{Job, Outputs};
-pub use statuses::Statuses;
 
 /// Names a loop: targets and gateway pairs have names of their own.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -120,10 +117,10 @@ fn jobs(config: &Config) -> Vec<(LoopKey, Job)> {
 }
 
 impl Scheduler {
-    /// A scheduler with no loops yet.
-    pub fn new(metrics: Arc<Metrics>, clients: Clients, statuses: Statuses) -> Self {
+    /// A scheduler with no loops yet, whose loops export to `sinks`.
+    pub fn new(sinks: Sinks, metrics: Arc<Metrics>, clients: Clients) -> Self {
         Scheduler {
-            out: Outputs { metrics, statuses },
+            out: Outputs { sinks, metrics },
             clients,
             replaced_clients: None,
             schedule: None,
@@ -227,17 +224,7 @@ impl Scheduler {
         offset: Duration,
     ) {
         if let Job::Target(target) = &job {
-            self.out
-                .statuses
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .entry(target.name.clone())
-                .or_insert_with(|| TargetStatus::new(&target.name, &target.model))
-                .target = Some(target.clone());
-            // Each measured target's SLO and interval, for alert rules.
-            self.out
-                .metrics
-                .set_target_limits(&target.name, &limits(target, schedule));
+            self.out.sinks.target_configured(target, schedule);
         }
         let cancel = self.root.child_token();
         let ended = CancellationToken::new();
@@ -293,14 +280,8 @@ impl Scheduler {
             }
             for key in removed {
                 match key {
-                    LoopKey::Target(name) => {
-                        out.metrics.forget_target(&name);
-                        out.statuses
-                            .write()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .remove(&name);
-                    }
-                    LoopKey::Pair(name) => out.metrics.forget_pair(&name),
+                    LoopKey::Target(name) => out.sinks.forget_target(&name),
+                    LoopKey::Pair(name) => out.sinks.forget_pair(&name),
                 }
             }
         });
@@ -329,15 +310,6 @@ impl Scheduler {
 }
 
 /// What the configuration gauges export of `target`.
-fn limits(target: &Target, schedule: &Schedule) -> TargetLimits {
-    TargetLimits {
-        p95_latency: target.slo.p95_latency,
-        max_shed_ratio: target.slo.max_shed_ratio,
-        max_error_ratio: target.slo.max_error_ratio,
-        interval: schedule.interval,
-    }
-}
-
 /// Gap between the first rounds of newly started loops: spread over the
 /// interval, but never so far apart that first results take long to appear.
 pub(crate) fn stagger_gap(interval: Duration, n: usize) -> Duration {

@@ -1,13 +1,30 @@
-//! One log line per finished sweep or pair measurement (failed requests
-//! summarised, never one line each).
+//! The log sink: one line per finished sweep or pair measurement (failed
+//! requests summarised, never one line each).
 
 use std::collections::BTreeMap;
 
+use std::sync::Arc;
+
+use crate::config::Target;
+use crate::sinks::Sink;
 use crate::stats::report::{PairReport, SweepReport};
 use crate::stats::sample::Outcome;
 
+/// Writes a line per finished round.
+pub struct Log;
+
+impl Sink for Log {
+    fn sweep(&self, _target: &Target, report: &Arc<SweepReport>) {
+        sweep(report);
+    }
+
+    fn pair(&self, report: &PairReport) {
+        pair(report);
+    }
+}
+
 /// One line per sweep.
-pub(crate) fn sweep(report: &SweepReport) {
+fn sweep(report: &SweepReport) {
     let knees: Vec<String> = report
         .workloads
         .iter()
@@ -56,7 +73,7 @@ fn ms(v: Option<f64>) -> String {
 }
 
 /// One line per gateway pair measurement.
-pub(crate) fn pair(r: &PairReport) {
+fn pair(r: &PairReport) {
     if r.success {
         tracing::info!(
             pair = %r.pair,

@@ -1,0 +1,125 @@
+//! An export sink is one file: a sink written here, outside the crate,
+//! listed beside the standard ones, receives what the daemon's loops
+//! measured (through the real `Scheduler`, against the built-in simulator),
+//! and is told when its target leaves the configuration.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use llmprobe::config::{Schedule, Target};
+use llmprobe::metrics::Metrics;
+use llmprobe::probe::tls::Clients;
+use llmprobe::schedule::Scheduler;
+use llmprobe::sinks::index_page::Statuses;
+use llmprobe::sinks::{Sink, Sinks};
+use llmprobe::stats::report::{PairReport, SweepReport};
+
+/// What the sink saw, in order.
+#[derive(Default)]
+struct Recorder(Mutex<Vec<String>>);
+
+impl Sink for Recorder {
+    fn target_configured(&self, target: &Arc<Target>, schedule: &Schedule) {
+        self.push(format!(
+            "configured {} every {:?}",
+            target.name, schedule.interval
+        ));
+    }
+    fn target_started(&self, target: &Target) {
+        self.push(format!("started {}", target.name));
+    }
+    fn sweep(&self, target: &Target, report: &Arc<SweepReport>) {
+        let w = &report.workloads[0];
+        self.push(format!(
+            "sweep {} knee {} ok {}",
+            target.name, w.capacity.knee_concurrency, report.success
+        ));
+    }
+    fn pair(&self, report: &PairReport) {
+        self.push(format!("pair {}", report.pair));
+    }
+    fn forget_target(&self, name: &str) {
+        self.push(format!("forget {name}"));
+    }
+}
+
+impl Recorder {
+    fn push(&self, line: String) {
+        self.0.lock().unwrap().push(line);
+    }
+    fn lines(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+async fn wait_until(what: &str, rec: &Recorder, done: impl Fn(&[String]) -> bool) {
+    let start = Instant::now();
+    while !done(&rec.lines()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no {what}: {:?}",
+            rec.lines()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sink_of_its_own_receives_every_round_and_the_forget() {
+    // The `tiny` engine sheds above 8 in flight: knee 8 on levels 4, 8, 16.
+    let yaml = support::config::Yaml {
+        levels: "[4, 8, 16]",
+        requests_per_level: "2x",
+        min_requests_per_level: 8,
+        rest: "targets:\n  - name: sim\n    simulator: { profile: tiny }",
+        ..Default::default()
+    }
+    .render();
+    let config = support::config::load(&yaml);
+    let metrics = Arc::new(Metrics::on_own_registry().unwrap());
+    let statuses: Statuses = Default::default();
+    let recorder = Arc::new(Recorder::default());
+    let mut sinks: Vec<Arc<dyn Sink>> = vec![recorder.clone()];
+    // The standard sinks run beside it, as the daemon lists them.
+    sinks.push(Arc::new(llmprobe::sinks::prometheus::Prometheus(
+        metrics.clone(),
+    )));
+    sinks.push(Arc::new(llmprobe::sinks::index_page::IndexPage(
+        statuses.clone(),
+    )));
+    let clients = Clients::of(&config).unwrap();
+    let mut scheduler = Scheduler::new(Sinks::of(sinks), metrics.clone(), clients);
+    scheduler.apply(&config);
+
+    wait_until("sweep", &recorder, |l| {
+        l.iter().any(|l| l.starts_with("sweep"))
+    })
+    .await;
+    let lines = recorder.lines();
+    assert_eq!(lines[0], "configured sim every 1s");
+    assert_eq!(lines[1], "started sim");
+    assert_eq!(lines[2], "sweep sim knee 8 ok true");
+    // The standard sinks got the same round.
+    assert!(statuses.read().unwrap()["sim"].report.is_some());
+    let knee = support::exposition::metric(
+        &metrics.encode(),
+        "llmprobe_capacity_knee_concurrency",
+        &[("target", "sim"), ("workload", "chat")],
+    );
+    assert_eq!(knee, Some(8.0));
+
+    // The target leaves the configuration: every sink forgets it.
+    let other = support::config::load(
+        &support::config::Yaml {
+            rest: "targets:\n  - name: other\n    simulator: { profile: tiny }",
+            ..Default::default()
+        }
+        .render(),
+    );
+    scheduler.apply(&other);
+    wait_until("forget", &recorder, |l| l.iter().any(|l| l == "forget sim")).await;
+    assert!(!statuses.read().unwrap().contains_key("sim"));
+    scheduler.shutdown(Duration::from_secs(5)).await;
+}
