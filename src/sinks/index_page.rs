@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock, RwLockWriteGuard};
 
 use crate::config::{Schedule, Target};
-use crate::sinks::Sink;
+use crate::sinks::sink::Sink;
 use crate::stats::report::{PairReport, SweepReport, TargetStatus};
 
 /// Shared view of every target's status.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::config::Target;
-use crate::sinks::Sink;
+use crate::sinks::sink::Sink;
 use crate::stats::report::{PairReport, SweepReport};
 use crate::stats::sample::Outcome;
 

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::config::{Schedule, Target};
 use crate::metrics::{Metrics, TargetLimits};
-use crate::sinks::Sink;
+use crate::sinks::sink::Sink;
 use crate::stats::report::{PairReport, SweepReport};
 
 /// Exports results on `/metrics`.

@@ -1,0 +1,25 @@
+//! What an export sink is told: the hooks of a loop's life and its results.
+
+use std::sync::Arc;
+
+use crate::config::{Schedule, Target};
+use crate::stats::report::{PairReport, SweepReport};
+
+/// One place results are exported to. Every hook but the two results has a
+/// default that does nothing, so a sink implements only what it keeps.
+pub trait Sink: Send + Sync {
+    /// A target's loop is (re)configured, before it reaches its server.
+    fn target_configured(&self, _target: &Arc<Target>, _schedule: &Schedule) {}
+    /// A target's loop is about to reach its server (before its first sweep).
+    fn target_announced(&self, _target: &Target) {}
+    /// A target's server was reached: what is known before the first sweep.
+    fn target_started(&self, _target: &Target) {}
+    /// A target's sweep finished.
+    fn sweep(&self, target: &Target, report: &Arc<SweepReport>);
+    /// A gateway pair's measurement finished.
+    fn pair(&self, report: &PairReport);
+    /// A target left the configuration and its loop has ended.
+    fn forget_target(&self, _name: &str) {}
+    /// A gateway pair left the configuration and its loop has ended.
+    fn forget_pair(&self, _name: &str) {}
+}
