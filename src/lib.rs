@@ -106,7 +106,19 @@ pub async fn run(
     let sinks = Sinks::standard(&metrics, &statuses);
     let mut scheduler = Scheduler::new(sinks, metrics.clone(), clients);
     let mut fleet = Fleet::new();
-    fleet.configure(&config);
+    fleet.configure_later(&config);
+    // The discovery files are read off this loop, as every later read.
+    if let Some(read) = fleet.begin_read() {
+        match off_loop(move || read.run(), &shutdown).await {
+            Some(Ok(done)) => {
+                fleet.end_read(done);
+            }
+            Some(Err(e)) => {
+                tracing::error!(error = %e, "file_sd: the first read did not finish; starting without discovered targets")
+            }
+            None => return Ok(()),
+        }
+    }
     scheduler.apply(&fleet.view(&config));
     export_fleet(&mut fleet, &metrics);
     metrics.config_reloaded(true);
@@ -117,18 +129,27 @@ pub async fn run(
 
     let mut watchdog = tokio::time::interval(systemd::watchdog_period());
     let mut trim = tokio::time::interval(memory::TRIM_EVERY);
+    // The discovery read under way, on a blocking thread: the loop never
+    // waits for a file (a FIFO, a hung mount).
+    let mut reading: Option<tokio::task::JoinHandle<fleet::DoneRead>> = None;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
             Some(signals::Signal::Reload) = reload.recv() => {
-                let _ = reload_config(path, &mut current, &mut scheduler, &mut fleet, &metrics);
+                let _ = reload_config(path, &mut current, &mut scheduler, &mut fleet, &metrics, &shutdown).await;
             }
             Some(Control::Reload { reply }) = control_rx.recv() => {
-                let _ = reply.send(reload_config(path, &mut current, &mut scheduler, &mut fleet, &metrics));
+                let _ = reply.send(reload_config(path, &mut current, &mut scheduler, &mut fleet, &metrics, &shutdown).await);
             }
-            _ = tokio::time::sleep_until(fleet.next_refresh()) => {
-                if fleet.refresh() {
-                    scheduler.apply(&fleet.view(&current));
+            _ = tokio::time::sleep_until(fleet.next_refresh()), if reading.is_none() => {
+                reading = fleet.begin_read().map(|read| tokio::task::spawn_blocking(move || read.run()));
+            }
+            done = async { reading.as_mut().expect("guarded").await }, if reading.is_some() => {
+                reading = None;
+                if let Ok(done) = done {
+                    if fleet.end_read(done) {
+                        scheduler.apply(&fleet.view(&current));
+                    }
                 }
                 export_fleet(&mut fleet, &metrics);
             }
@@ -150,29 +171,59 @@ pub async fn run(
     Ok(())
 }
 
+/// Longest wait for a configuration read (the file, its prompt and key
+/// files): a FIFO or a hung mount fails the reload instead of holding it.
+const LOAD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Runs `work` (file reads) on a blocking thread, within [`LOAD_TIMEOUT`];
+/// None when `shutdown` comes first, so that SIGTERM is never held up by a
+/// read (the thread is left to finish on its own).
+async fn off_loop<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+    shutdown: &CancellationToken,
+) -> Option<Result<T, String>> {
+    let task = tokio::task::spawn_blocking(work);
+    tokio::select! {
+        _ = shutdown.cancelled() => None,
+        r = tokio::time::timeout(LOAD_TIMEOUT, task) => Some(match r {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(format!("the read failed: {e}")),
+            Err(_) => Err(format!(
+                "reading took longer than {}s (a FIFO, a hung mount?)",
+                LOAD_TIMEOUT.as_secs()
+            )),
+        }),
+    }
+}
+
 /// Reads the configuration at `path` again and, when it is valid, applies
 /// it; the previous one stays otherwise.
-fn reload_config(
+async fn reload_config(
     path: &Path,
     current: &mut Config,
     scheduler: &mut Scheduler,
     fleet: &mut Fleet,
     metrics: &Metrics,
+    shutdown: &CancellationToken,
 ) -> Result<(), String> {
     systemd::reloading();
     // The new clients read the TLS files again (a renewed certificate).
-    let loaded = load_config(path)
-        .map_err(|e| e.to_string())
-        .and_then(|new| {
-            let clients = scheduler.clients().for_config(&new)?;
-            Ok((new, clients))
-        });
+    let owned = path.to_path_buf();
+    let loaded = match off_loop(move || load_config(&owned), shutdown).await {
+        None => return Err("shutting down".into()),
+        Some(r) => r.and_then(|r| r.map_err(|e| e.to_string())),
+    }
+    .and_then(|new| {
+        let clients = scheduler.clients().for_config(&new)?;
+        Ok((new, clients))
+    });
     let result = match loaded {
         Ok((new, clients)) => {
             if new.listen != current.listen {
                 tracing::warn!(listen = %new.listen, "`listen` changes take effect only after a restart");
             }
-            fleet.configure(&new);
+            // The discovery files are read again off the loop, at once.
+            fleet.configure_later(&new);
             scheduler.set_clients(clients);
             scheduler.apply(&fleet.view(&new));
             export_fleet(fleet, metrics);

@@ -258,7 +258,7 @@ fn config_problems_name_the_key() {
 #[test]
 fn shard_settings_come_from_the_environment_too() {
     let _env = ENV.blocking_lock();
-    let path = write_config(&config_text("", "[]"));
+    let path = write_config(&config_text("allow_empty: true", "[]"));
     // SAFETY of the environment: every test that reads it holds ENV.
     std::env::set_var("LLMPROBE__SHARD__INDEX", "2");
     std::env::set_var("LLMPROBE__SHARD__COUNT", "3");

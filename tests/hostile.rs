@@ -278,3 +278,83 @@ async fn logs_off_a_terminal_have_no_colours_and_one_line_per_event() {
     );
     assert!(stderr.contains("evil\\nFAKE"), "{stderr}");
 }
+
+/// Sends SIGHUP (a reload) to the daemon.
+fn hup(daemon: &Running) {
+    let status = Command::new("kill")
+        .args(["-HUP", &daemon.process.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// `llmprobe_config_last_reload_successful` as /metrics says it.
+async fn reload_successful(daemon: &Running) -> Option<f64> {
+    let text = daemon.get("/metrics").await?;
+    support::exposition::metric(&text, "llmprobe_config_last_reload_successful", &[])
+}
+
+/// Replaces the config with `bad` (via `write`), sends SIGHUP, and checks
+/// that the reload failed while the daemon kept its targets and its life.
+async fn a_bad_reload_keeps_the_running_config(tag: &str, write: impl FnOnce(&Path)) {
+    let dir = fresh_dir(tag);
+    let path = dir.join("llmprobe.yaml");
+    std::fs::write(&path, simulated("")).unwrap();
+    let daemon = Running::start(&path, &[]);
+    daemon.ready(Duration::from_secs(30)).await;
+    let before = wait::poll("a first sweep", Duration::from_secs(60), || async {
+        match ok_sweeps(&daemon, None).await {
+            Ok(n) if n >= 1.0 => Ok(n),
+            other => Err(format!("{other:?}\n{}", daemon.process.tail())),
+        }
+    })
+    .await;
+    write(&path);
+    hup(&daemon);
+    wait::poll("the reload to fail", Duration::from_secs(60), || async {
+        daemon.process.assert_running();
+        match reload_successful(&daemon).await {
+            Some(v) if v == 0.0 => Ok(()),
+            other => Err(format!("{other:?}\n{}", daemon.process.tail())),
+        }
+    })
+    .await;
+    // The old configuration still runs: its target is still measured.
+    sweeps_go_on(&daemon, None, before).await;
+    let status = tokio::task::block_in_place(|| daemon.stop(Duration::from_secs(30)));
+    assert!(status.success(), "{status}");
+    let stderr = daemon.process.stderr();
+    assert!(
+        stderr.contains("configuration reload failed; keeping the previous configuration"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_with_billion_laughs_keeps_the_running_config() {
+    a_bad_reload_keeps_the_running_config("hostile-laughs", |path| {
+        let laughs =
+            std::fs::read_to_string(support::paths::repo().join("testdata/bad-yaml-aliases.yml"))
+                .unwrap();
+        std::fs::write(path, laughs).unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_with_an_emptied_file_keeps_the_running_config() {
+    a_bad_reload_keeps_the_running_config("hostile-emptied", |path| {
+        std::fs::write(path, "").unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_from_a_fifo_neither_hangs_nor_holds_sigterm() {
+    a_bad_reload_keeps_the_running_config("hostile-fifo", |path| {
+        std::fs::remove_file(path).unwrap();
+        let status = Command::new("mkfifo").arg(path).status().unwrap();
+        assert!(status.success());
+    })
+    .await;
+}

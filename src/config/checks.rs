@@ -30,6 +30,10 @@ pub fn check_base_url(url: &str) -> Result<String, String> {
     if parsed.query().is_some() {
         return Err("must not have a query string".into());
     }
+    if parsed.fragment().is_some() {
+        // Everything after `#` is never sent: the request path would be lost.
+        return Err("must not have a #fragment (it would swallow the request path)".into());
+    }
     Ok(url.trim_end_matches('/').to_string())
 }
 

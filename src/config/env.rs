@@ -59,13 +59,47 @@ fn expand_credentials_dir(path: &str, env: &dyn Env) -> String {
     }
 }
 
-/// The whole file, or None when it holds more than `limit` bytes (a typo
-/// such as `/dev/zero` must not read forever).
+/// The whole file, or None when it holds more than `limit` bytes. Only a
+/// regular file (or a link to one) is read: a FIFO would block the reader
+/// until someone writes, and a device such as `/dev/zero` has no end; the
+/// error says which it is. A link loop fails with the system's own words.
 pub fn read_limited(path: &Path, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
     use std::io::Read;
+    let kind = std::fs::metadata(path)?.file_type();
+    if !kind.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("not a regular file ({})", kind_of(&kind)),
+        ));
+    }
     let mut bytes = Vec::new();
     std::fs::File::open(path)?
-        .take(limit + 1)
+        .take(limit.saturating_add(1))
         .read_to_end(&mut bytes)?;
     Ok((bytes.len() as u64 <= limit).then_some(bytes))
+}
+
+/// What a file that is not a regular one is, in words.
+fn kind_of(kind: &std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_fifo() {
+            return "a FIFO";
+        }
+        if kind.is_char_device() {
+            return "a character device";
+        }
+        if kind.is_block_device() {
+            return "a block device";
+        }
+        if kind.is_socket() {
+            return "a socket";
+        }
+    }
+    if kind.is_dir() {
+        "a directory"
+    } else {
+        "not a file"
+    }
 }

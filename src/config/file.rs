@@ -47,6 +47,11 @@ pub struct FileConfig {
     /// This instance's share of the targets, when several share a fleet.
     #[serde(default)]
     pub shard: Option<ShardFile>,
+    /// Accept a file with no `targets` and no `file_sd`: without it such a
+    /// file is refused, since an empty or cut-short file would otherwise
+    /// stop every measurement on a reload.
+    #[serde(default)]
+    pub allow_empty: bool,
 }
 
 fn default_listen() -> String {

@@ -141,9 +141,23 @@ pub fn load_dir(dir: &Path, instruction: &str) -> Result<Vec<Prompt>, String> {
         .collect();
     files.sort();
     let mut prompts = Vec::new();
+    // Every document is kept in memory: the folder as a whole is bounded
+    // like one prompts file (one 300 MB document took 5.85 GB).
+    let mut left = MAX_FILE_BYTES;
     for f in files {
-        let text = std::fs::read_to_string(&f)
-            .map_err(|e| format!("cannot read `{}`: {e}", f.display()))?;
+        let too_big = || {
+            format!(
+                "`{}`: the folder's documents are larger than {} MiB together",
+                f.display(),
+                MAX_FILE_BYTES >> 20
+            )
+        };
+        let bytes = read_limited(&f, left)
+            .map_err(|e| format!("cannot read `{}`: {e}", f.display()))?
+            .ok_or_else(too_big)?;
+        left -= bytes.len() as u64;
+        let text =
+            String::from_utf8(bytes).map_err(|_| format!("`{}` is not UTF-8 text", f.display()))?;
         if text.trim().is_empty() {
             return Err(format!("`{}` is empty", f.display()));
         }
@@ -307,7 +321,27 @@ mod tests {
         assert_eq!(read_limited(&path, 9).unwrap(), None);
         assert_eq!(read_limited(&path, 10).unwrap().unwrap().len(), 10);
         let e = load_jsonl(Path::new("/dev/zero")).unwrap_err();
-        assert_eq!(e, "`/dev/zero` is larger than 64 MiB");
+        assert_eq!(
+            e,
+            "cannot read `/dev/zero`: not a regular file (a character device)"
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_folder_of_documents_is_bounded_like_a_prompts_file() {
+        let dir = std::env::temp_dir().join(format!("llmprobe-docs-cap-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // Sparse: 40 MiB each, two of them over the 64 MiB bound together.
+        for name in ["a.txt", "b.txt"] {
+            let f = std::fs::File::create(dir.join(name)).unwrap();
+            f.set_len(40 << 20).unwrap();
+        }
+        let e = load_dir(&dir, "Summarise").unwrap_err();
+        assert!(
+            e.ends_with("b.txt`: the folder's documents are larger than 64 MiB together"),
+            "{e}"
+        );
         std::fs::remove_dir_all(&dir).ok();
     }
 }

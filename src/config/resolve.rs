@@ -115,6 +115,17 @@ pub fn resolve_with(
 
     let fleet = resolve_fleet(&file, base_dir, &workloads, env, checks, &mut bad);
 
+    if file.targets.is_empty() && file.file_sd.is_none() && !file.allow_empty {
+        // A truncated or emptied file on a reload removed every target with
+        // one INFO line as the only sign.
+        bad(
+            "targets",
+            "no targets and no file_sd: nothing would be measured (set `allow_empty: true` \
+             to run with none)"
+                .into(),
+        );
+    }
+
     // Targets inheriting the same default say the same thing once.
     let mut said = std::collections::BTreeSet::new();
     problems.retain(|p| said.insert(p.clone()));

@@ -41,6 +41,42 @@ pub struct Fleet {
     reported_duplicates: BTreeSet<String>,
     /// (owned, known) at the last view, to log changes only.
     last_share: Option<(usize, usize)>,
+    /// Bumped by each new configuration, so that a read begun before it
+    /// is not applied after it.
+    generation: u64,
+    /// The next read must read every file (the settings changed).
+    force_next: bool,
+}
+
+/// A read of the discovery files to run off the daemon's main loop (a hung
+/// mount or a FIFO must not stall reloads and SIGTERM): a copy of the
+/// watcher, brought up to date by [`PendingRead::run`] and handed back to
+/// [`Fleet::end_read`].
+#[derive(Debug)]
+pub struct PendingRead {
+    watcher: Watcher,
+    force: bool,
+    generation: u64,
+}
+
+/// What a [`PendingRead`] read.
+#[derive(Debug)]
+pub struct DoneRead {
+    watcher: Watcher,
+    result: file_sd::Refresh,
+    generation: u64,
+}
+
+impl PendingRead {
+    /// Reads the files (blocking: run it on a blocking thread).
+    pub fn run(mut self) -> DoneRead {
+        let result = self.watcher.refresh(self.force, &ProcessEnv);
+        DoneRead {
+            watcher: self.watcher,
+            result,
+            generation: self.generation,
+        }
+    }
 }
 
 /// Where the known targets are placed, as of the last [`Fleet::view`].
@@ -73,12 +109,62 @@ impl Fleet {
             next_refresh: far_future(),
             reported_duplicates: BTreeSet::new(),
             last_share: None,
+            generation: 0,
+            force_next: false,
         }
+    }
+
+    /// Takes the discovery settings of `config` without reading: the next
+    /// read ([`Fleet::begin_read`], due at once) reads every file again.
+    pub fn configure_later(&mut self, config: &Config) {
+        self.generation += 1;
+        match (&config.fleet.file_sd, &mut self.watcher) {
+            (None, _) => {
+                self.watcher = None;
+                self.next_refresh = far_future();
+                return;
+            }
+            (Some(fs), Some(w)) => w.set_config(fs.clone()),
+            (Some(fs), None) => self.watcher = Some(Watcher::new(fs.clone())),
+        }
+        self.force_next = true;
+        self.next_refresh = Instant::now();
+    }
+
+    /// A read of the discovery files to run off the main loop, when there
+    /// are any; no other read is due until it ends.
+    pub fn begin_read(&mut self) -> Option<PendingRead> {
+        let w = self.watcher.as_ref()?;
+        self.next_refresh = far_future();
+        Some(PendingRead {
+            watcher: w.clone(),
+            force: std::mem::take(&mut self.force_next),
+            generation: self.generation,
+        })
+    }
+
+    /// Takes what a read found; true when the discovered targets changed
+    /// (then call [`Fleet::view`] and apply it). A read begun before the
+    /// latest configuration is dropped, and the next one is due at once.
+    pub fn end_read(&mut self, done: DoneRead) -> bool {
+        let Some(w) = &self.watcher else {
+            return false;
+        };
+        if done.generation != self.generation {
+            self.next_refresh = Instant::now();
+            return false;
+        }
+        self.next_refresh = Instant::now() + w.config().refresh_interval;
+        self.watcher = Some(done.watcher);
+        self.read_failures
+            .extend(done.result.failed.iter().map(|f| f.display().to_string()));
+        done.result.changed
     }
 
     /// Takes the discovery settings of `config` (at start and on every
     /// reload) and reads every discovery file again.
     pub fn configure(&mut self, config: &Config) {
+        self.generation += 1;
         match (&config.fleet.file_sd, &mut self.watcher) {
             (None, _) => self.watcher = None,
             (Some(fs), Some(w)) => w.set_config(fs.clone()),

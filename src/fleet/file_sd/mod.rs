@@ -115,7 +115,7 @@ impl Stamp {
 }
 
 /// What is known of one discovery file.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct FileState {
     stamp: Option<Stamp>,
     /// Targets of the last successful read.
@@ -149,7 +149,7 @@ pub struct Refresh {
 }
 
 /// Reads the discovery files and keeps what each one gave.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Watcher {
     config: Arc<FileSdConfig>,
     files: BTreeMap<PathBuf, FileState>,
@@ -311,14 +311,11 @@ fn same_targets(a: &[Arc<Target>], b: &[Arc<Target>]) -> bool {
 
 fn read_groups(path: &Path) -> Result<Vec<Group>, String> {
     let format = Format::of(path).ok_or("unknown extension")?;
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read: {e}"))?;
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(format!(
-            "is {} bytes, more than the {MAX_FILE_BYTES} accepted",
-            meta.len()
-        ));
-    }
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
+    // Bounded while reading, not by a length read before: the file may
+    // grow in between, and a device has no length.
+    let bytes = crate::config::env::read_limited(path, MAX_FILE_BYTES)
+        .map_err(|e| format!("cannot read: {e}"))?
+        .ok_or_else(|| format!("is more than the {MAX_FILE_BYTES} bytes accepted"))?;
     let text = String::from_utf8(bytes).map_err(|_| "is not UTF-8 text".to_string())?;
     parse(&text, format)
 }
