@@ -314,7 +314,7 @@ async fn a_bad_reload_keeps_the_running_config(tag: &str, write: impl FnOnce(&Pa
     wait::poll("the reload to fail", Duration::from_secs(60), || async {
         daemon.process.assert_running();
         match reload_successful(&daemon).await {
-            Some(v) if v == 0.0 => Ok(()),
+            Some(0.0) => Ok(()),
             other => Err(format!("{other:?}\n{}", daemon.process.tail())),
         }
     })
