@@ -294,12 +294,18 @@ async fn reload_successful(daemon: &Running) -> Option<f64> {
     support::exposition::metric(&text, "llmprobe_config_last_reload_successful", &[])
 }
 
-/// Replaces the config with `bad` (via `write`), sends SIGHUP, and checks
-/// that the reload failed while the daemon kept its targets and its life.
-async fn a_bad_reload_keeps_the_running_config(tag: &str, write: impl FnOnce(&Path)) {
+/// Starts the daemon on `config`, spoils it with `spoil` (given the config's
+/// path), sends SIGHUP, and checks that the reload failed while the daemon
+/// kept its targets and its life, and acts on SIGTERM.
+async fn a_bad_reload_keeps_the_running_config(
+    tag: &str,
+    config: String,
+    spoil: impl FnOnce(&Path),
+) {
     let dir = fresh_dir(tag);
     let path = dir.join("llmprobe.yaml");
-    std::fs::write(&path, simulated("")).unwrap();
+    std::fs::write(&path, config).unwrap();
+    std::fs::write(dir.join("prompts.jsonl"), "hello\n").unwrap();
     let daemon = Running::start(&path, &[]);
     daemon.ready(Duration::from_secs(30)).await;
     let before = wait::poll("a first sweep", Duration::from_secs(60), || async {
@@ -309,7 +315,7 @@ async fn a_bad_reload_keeps_the_running_config(tag: &str, write: impl FnOnce(&Pa
         }
     })
     .await;
-    write(&path);
+    spoil(&path);
     hup(&daemon);
     wait::poll("the reload to fail", Duration::from_secs(60), || async {
         daemon.process.assert_running();
@@ -332,7 +338,7 @@ async fn a_bad_reload_keeps_the_running_config(tag: &str, write: impl FnOnce(&Pa
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_with_billion_laughs_keeps_the_running_config() {
-    a_bad_reload_keeps_the_running_config("hostile-laughs", |path| {
+    a_bad_reload_keeps_the_running_config("hostile-laughs", simulated(""), |path| {
         let laughs =
             std::fs::read_to_string(support::paths::repo().join("testdata/bad-yaml-aliases.yml"))
                 .unwrap();
@@ -343,17 +349,31 @@ async fn a_reload_with_billion_laughs_keeps_the_running_config() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_with_an_emptied_file_keeps_the_running_config() {
-    a_bad_reload_keeps_the_running_config("hostile-emptied", |path| {
+    a_bad_reload_keeps_the_running_config("hostile-emptied", simulated(""), |path| {
         std::fs::write(path, "").unwrap();
     })
     .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reload_from_a_fifo_neither_hangs_nor_holds_sigterm() {
-    a_bad_reload_keeps_the_running_config("hostile-fifo", |path| {
-        std::fs::remove_file(path).unwrap();
-        let status = Command::new("mkfifo").arg(path).status().unwrap();
+async fn a_reload_whose_prompts_file_is_a_fifo_neither_hangs_nor_holds_sigterm() {
+    // The workload reads its prompts from a file, which becomes a FIFO
+    // nobody writes: opening it would block for ever.
+    let config = Yaml {
+        levels: "[1, 2]",
+        requests_per_level: "4",
+        min_requests_per_level: 2,
+        workloads: Some(
+            "workloads:\n  chat:\n    max_completion_tokens: 8\n    prompts_file: prompts.jsonl",
+        ),
+        rest: "targets:\n  - name: simulated\n    simulator:\n      profile: tiny\n",
+        ..Yaml::default()
+    }
+    .render();
+    a_bad_reload_keeps_the_running_config("hostile-fifo", config, |path| {
+        let prompts = path.parent().unwrap().join("prompts.jsonl");
+        std::fs::remove_file(&prompts).unwrap();
+        let status = Command::new("mkfifo").arg(&prompts).status().unwrap();
         assert!(status.success());
     })
     .await;
