@@ -292,6 +292,30 @@ pub const SWEEP_REFINEMENT: Spec = Spec {
     help: "1 if the level was a refinement probe between two configured levels, 0 if configured, in the latest completed sweep.",
     labels: LEVEL,
 };
+/// When each level's figures were measured.
+pub const SWEEP_LEVEL_MEASURED: Spec = Spec {
+    name: "llmprobe_sweep_level_measured_timestamp_seconds",
+    help: "Unix time at which the level's figures were measured: by the latest completed sweep, or, for a level it did not run (skipped by a warm start, or not measured for lack of places), by the earlier sweep they are carried from.",
+    labels: LEVEL,
+};
+/// Levels a sweep could not measure for lack of places.
+pub const SWEEP_LEVELS_NOT_MEASURED: Spec = Spec {
+    name: "llmprobe_sweep_levels_not_measured",
+    help: "Levels the latest completed sweep was to run but could not measure: their places in the global cap (schedule.max_in_flight_total) were not free within the wait, other targets held them.",
+    labels: WORKLOAD,
+};
+/// Whether the knee rests on levels an earlier sweep measured.
+pub const CAPACITY_KNEE_CARRIED_OVER: Spec = Spec {
+    name: "llmprobe_capacity_knee_carried_over",
+    help: "1 when levels the latest sweep could not measure are known from an earlier sweep, and the knee and recommendation keep what it measured; 0 otherwise.",
+    labels: WORKLOAD,
+};
+/// When the knee's level was measured.
+pub const CAPACITY_KNEE_MEASURED: Spec = Spec {
+    name: "llmprobe_capacity_knee_measured_timestamp_seconds",
+    help: "Unix time at which the level the knee rests on was measured (absent without a knee).",
+    labels: WORKLOAD,
+};
 /// The knee per workload.
 pub const CAPACITY_KNEE: Spec = Spec {
     name: "llmprobe_capacity_knee_concurrency",
@@ -301,7 +325,7 @@ pub const CAPACITY_KNEE: Spec = Spec {
 /// Whether the knee is a lower bound, per workload.
 pub const CAPACITY_KNEE_LOWER_BOUND: Spec = Spec {
     name: "llmprobe_capacity_knee_lower_bound",
-    help: "1 when no measured level broke the SLO: the capacity is at least the knee, not measured higher; 0 when the level above the knee broke it.",
+    help: "1 when no level broke the SLO and every level the climb was to run was measured: the capacity is at least the knee, not measured higher; 0 when the level above the knee broke it, or levels above it were not measured (llmprobe_sweep_levels_not_measured).",
     labels: WORKLOAD,
 };
 /// Throughput at the knee per workload.
@@ -373,7 +397,7 @@ pub const GATEWAY_SAMPLES: Spec = Spec {
 };
 
 /// Every family rendered from the results.
-pub const RESULT_FAMILIES: [&Spec; 28] = [
+pub const RESULT_FAMILIES: [&Spec; 32] = [
     &SWEEP_TTFT,
     &SWEEP_LATENCY,
     &SWEEP_ITL,
@@ -389,6 +413,10 @@ pub const RESULT_FAMILIES: [&Spec; 28] = [
     &SWEEP_STOPPED_EARLY,
     &SWEEP_REQUESTS_SAVED,
     &SWEEP_REFINEMENT,
+    &SWEEP_LEVEL_MEASURED,
+    &SWEEP_LEVELS_NOT_MEASURED,
+    &CAPACITY_KNEE_CARRIED_OVER,
+    &CAPACITY_KNEE_MEASURED,
     &CAPACITY_KNEE,
     &CAPACITY_KNEE_LOWER_BOUND,
     &CAPACITY_THROUGHPUT,

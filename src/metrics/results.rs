@@ -222,9 +222,20 @@ fn write_results(out: &mut PieceWriter, report: &SweepReport) {
     let m = report.model.as_str();
     for wl in &report.workloads {
         let w = wl.workload.as_str();
-        for level in &wl.levels {
+        // The levels a sweep did not run are exported as last measured,
+        // with when that was: a warm sweep exports what a full one does.
+        let mut levels: Vec<_> = wl.levels.iter().chain(&wl.carried_levels).collect();
+        levels.sort_by_key(|l| l.concurrency);
+        for level in levels {
             let concurrency = level.concurrency.to_string();
             let c = concurrency.as_str();
+            // Documents written before the field: the sweep's end.
+            let measured_at = if level.measured_at_unix_seconds > 0.0 {
+                level.measured_at_unix_seconds
+            } else {
+                report.finished_at_unix_seconds
+            };
+            out.add(&names::SWEEP_LEVEL_MEASURED, &[t, m, w, c], measured_at);
             let quantities: [(&Spec, &str, &Percentiles); 5] = [
                 (&names::SWEEP_TTFT, quantity::TTFT, &level.ttft_seconds),
                 (
@@ -318,6 +329,23 @@ fn write_results(out: &mut PieceWriter, report: &SweepReport) {
             f64::from(cap.knee_concurrency),
         );
         out.add(
+            &names::SWEEP_LEVELS_NOT_MEASURED,
+            &[t, m, w],
+            cap.levels_not_measured.len() as f64,
+        );
+        out.add(
+            &names::CAPACITY_KNEE_CARRIED_OVER,
+            &[t, m, w],
+            if cap.knee_carried_over { 1.0 } else { 0.0 },
+        );
+        if cap.knee_concurrency > 0 {
+            let at = cap
+                .knee_measured_at_unix_seconds
+                .filter(|at| *at > 0.0)
+                .unwrap_or(report.finished_at_unix_seconds);
+            out.add(&names::CAPACITY_KNEE_MEASURED, &[t, m, w], at);
+        }
+        out.add(
             &names::CAPACITY_KNEE_LOWER_BOUND,
             &[t, m, w],
             if cap.knee_is_lower_bound { 1.0 } else { 0.0 },
@@ -375,10 +403,20 @@ const FAMILIES: usize = names::RESULT_FAMILIES.len();
 /// The series of one target (or pair) in every result family, as text:
 /// the lines of family `i` of [`names::RESULT_FAMILIES`] are
 /// `text[offsets[i]..offsets[i + 1]]`, without the family's header.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Piece {
     text: String,
     offsets: [u32; FAMILIES + 1],
+}
+
+// By hand: arrays derive Default only up to 32 entries.
+impl Default for Piece {
+    fn default() -> Self {
+        Piece {
+            text: String::new(),
+            offsets: [0; FAMILIES + 1],
+        }
+    }
 }
 
 impl Piece {
@@ -392,9 +430,16 @@ impl Piece {
 }
 
 /// A piece being written: the lines of each family apart, joined at the end.
-#[derive(Default)]
 struct PieceWriter {
     families: [String; FAMILIES],
+}
+
+impl Default for PieceWriter {
+    fn default() -> Self {
+        PieceWriter {
+            families: std::array::from_fn(|_| String::new()),
+        }
+    }
 }
 
 impl PieceWriter {

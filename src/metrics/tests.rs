@@ -123,6 +123,7 @@ fn level(concurrency: u32) -> LevelSummary {
         new_connections: 0,
         connect_seconds: Default::default(),
         usage_disagreements: 0,
+        measured_at_unix_seconds: 0.0,
         within_slo: true,
     }
 }
@@ -132,6 +133,7 @@ fn workload(name: &str, levels: &[u32]) -> WorkloadReport {
         workload: name.to_string(),
         levels: levels.iter().map(|c| level(*c)).collect(),
         skipped_levels: Vec::new(),
+        carried_levels: Vec::new(),
         capacity: Capacity {
             knee_concurrency: levels.last().copied().unwrap_or(0),
             throughput_tokens_per_second: 123.0,
@@ -142,6 +144,7 @@ fn workload(name: &str, levels: &[u32]) -> WorkloadReport {
             saturated_before_knee: false,
             stopped_because: None,
             knee_is_lower_bound: true,
+            ..Default::default()
         },
     }
 }
@@ -1052,11 +1055,13 @@ fn result_series_per_target_workload_and_level_are_counted() {
     // connect-time sample count (its percentiles only when connections were
     // opened), throughput, shed and error ratio, achieved concurrency, new
     // connections, whether it stopped early, requests it saved, whether it
-    // was a refinement probe, and every outcome, zero or not.
-    let per_level = 4 * (3 + 1) + 1 + 3 + 2 + 3 + Outcome::ALL.len();
+    // was a refinement probe, when it was measured, and every outcome, zero
+    // or not.
+    let per_level = 4 * (3 + 1) + 1 + 3 + 2 + 4 + Outcome::ALL.len();
     // Per workload: knee, lower bound, throughput, request rate and its
-    // sample count, recommendation, saturation.
-    let per_workload = 7;
+    // sample count, recommendation, saturation, levels not measured, knee
+    // carried over, when the knee was measured.
+    let per_workload = 10;
     // Per target: success, duration, last completion.
     let per_target = 3;
     let levels = 2 + 3 + 1;
@@ -1064,7 +1069,7 @@ fn result_series_per_target_workload_and_level_are_counted() {
         series.len(),
         levels * per_level + 3 * per_workload + 2 * per_target
     );
-    assert_eq!(per_level, 33);
+    assert_eq!(per_level, 34);
     // Forgetting a target takes every one of its series away.
     m.forget_target("w1");
     let left = parse(&m.results.text());

@@ -97,8 +97,10 @@ pub(crate) async fn run(
     // A new loop (first start, or a reload that changed the target) starts
     // with a full sweep.
     let mut planner = job.planner();
-    // The loop's latest sweep: what it found is where the next one starts.
+    // The loop's latest sweep and latest successful one: what they found is
+    // where the next one starts.
     let mut latest: Option<Arc<SweepReport>> = None;
+    let mut good: Option<Arc<SweepReport>> = None;
     loop {
         if !Box::pin(job.may_start(&env, &out, &cancel)).await {
             break;
@@ -110,6 +112,7 @@ pub(crate) async fn run(
                 .filter(|p| p.kind == Kind::Warm)
                 .map(|p| &p.warm),
             latest: latest.as_deref(),
+            good: good.as_deref(),
         };
         let measured = Box::pin(reached.measure(&env, schedule.sweep_timeout, prior)).await;
         if cancel.is_cancelled() {
@@ -120,6 +123,9 @@ pub(crate) async fn run(
         }
         measured.publish(&out);
         if let Measured::Sweep(_, report) = measured {
+            if report.success {
+                good = Some(report.clone());
+            }
             latest = Some(report);
         }
         let wait = jittered(schedule.interval, schedule.jitter, fastrand::f64());

@@ -59,6 +59,9 @@ pub fn capacity(
         saturated_before_knee: saturation.is_some_and(|s| knee > 0 && s <= knee),
         stopped_because,
         knee_is_lower_bound: levels.iter().all(|l| l.within_slo),
+        levels_not_measured: Vec::new(),
+        knee_carried_over: false,
+        knee_measured_at_unix_seconds: knee_level.map(|l| l.measured_at_unix_seconds),
     }
 }
 
@@ -97,6 +100,7 @@ mod tests {
             new_connections: 0,
             connect_seconds: Default::default(),
             usage_disagreements: 0,
+            measured_at_unix_seconds: 0.0,
             within_slo,
         }
     }

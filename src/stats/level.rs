@@ -272,6 +272,8 @@ pub fn summarize_level(
         new_connections: connect.count as u64,
         connect_seconds: connect,
         usage_disagreements: ok.iter().filter(|s| s.usage_disagreed).count() as u64,
+        // Set by the caller, who knows when the level ended.
+        measured_at_unix_seconds: 0.0,
         within_slo,
     }
 }

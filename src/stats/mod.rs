@@ -2,6 +2,7 @@
 //! sides of a gateway pair -> its overhead; and the report types every
 //! consumer reads. Pure: no I/O, no clock.
 
+pub mod carry;
 pub mod knee;
 pub mod level;
 pub mod overhead;

@@ -217,6 +217,10 @@ pub struct LevelSummary {
     /// `Sample::usage_disagreed`): chunks were counted instead.
     #[serde(default)]
     pub usage_disagreements: u64,
+    /// Unix time at which the level ended, seconds (0 in documents written
+    /// before it: the sweep's end then stands for it).
+    #[serde(default)]
+    pub measured_at_unix_seconds: f64,
     /// Whether the level stayed within the SLO.
     pub within_slo: bool,
 }
@@ -266,10 +270,26 @@ pub struct Capacity {
     pub saturated_before_knee: bool,
     /// Why climbing stopped, when it stopped below the last configured level.
     pub stopped_because: Option<String>,
-    /// True when no measured level broke the SLO: the capacity is at least
-    /// the knee, and was not measured higher.
+    /// True when no level broke the SLO and every level the climb was to
+    /// run was measured (or known from an earlier sweep): the capacity is at
+    /// least the knee, and was not measured higher. False when levels above
+    /// the knee were not measured (`levels_not_measured`) and nothing stood
+    /// in for them.
     #[serde(default)]
     pub knee_is_lower_bound: bool,
+    /// Levels this sweep was to run but could not measure: their places in
+    /// the global cap were not free within the wait (other targets held them).
+    #[serde(default)]
+    pub levels_not_measured: Vec<u32>,
+    /// Whether the knee and recommendation rest on levels measured by an
+    /// earlier sweep in place of the `levels_not_measured` (see
+    /// `WorkloadReport::carried_levels`).
+    #[serde(default)]
+    pub knee_carried_over: bool,
+    /// When the level the knee rests on was measured, Unix seconds (None
+    /// without a knee).
+    #[serde(default)]
+    pub knee_measured_at_unix_seconds: Option<f64>,
 }
 
 /// Which request field carried the output limit, and how it was chosen.
@@ -301,6 +321,12 @@ pub struct WorkloadReport {
     /// Configured levels a warm start did not run (up to half the last knee).
     #[serde(default)]
     pub skipped_levels: Vec<u32>,
+    /// Levels this sweep did not run (skipped by a warm start, or not
+    /// measured for lack of places) as the target's loop last measured them,
+    /// each with its `measured_at_unix_seconds`; the knee and saturation are
+    /// judged over them and `levels` together.
+    #[serde(default)]
+    pub carried_levels: Vec<LevelSummary>,
     /// Knee and recommendation.
     pub capacity: Capacity,
 }

@@ -71,6 +71,11 @@ impl Ladder {
         &self.skipped
     }
 
+    /// The configured levels the climb has not run yet (ascending).
+    pub fn climb_left(&self) -> Vec<u32> {
+        self.climb.iter().rev().copied().collect()
+    }
+
     /// The next level to run and why, or None when the workload is done.
     pub fn next(&self) -> Option<(u32, Role)> {
         if self.done {

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Target;
-use crate::stats::knee;
+use crate::stats::carry;
 use crate::stats::level;
 use crate::stats::report::{LevelSummary, SweepKind, SweepReport, WorkloadReport};
 use crate::stats::sample::Outcome;
@@ -39,6 +39,9 @@ pub struct Prior<'a> {
     pub warm: Option<&'a BTreeMap<String, WarmStart>>,
     /// The loop's latest sweep: the output-limit field it used.
     pub latest: Option<&'a SweepReport>,
+    /// The loop's latest successful sweep: the levels it measured stand in
+    /// for those this one does not run (on the same server only).
+    pub good: Option<&'a SweepReport>,
 }
 
 /// Pause after a level that stopped early, before the next one: the
@@ -123,11 +126,22 @@ pub async fn run_after(
     );
     let mut checked = 0;
     let mut error = None;
+    // Levels measured on another server (or model) say nothing of this one.
+    let good = prior
+        .good
+        .filter(|g| g.model == target.model && g.setup == setup);
     // In a block: the future borrows the results, and is dropped before they are read.
     {
         let work = async {
             for w in &target.workloads {
                 let start = warm.map(|m| m.get(&w.name).cloned().unwrap_or_default());
+                let earlier = good.and_then(|g| {
+                    let workload = g.workloads.iter().find(|x| x.workload == w.name)?;
+                    Some(Earlier {
+                        workload,
+                        finished_at: g.finished_at_unix_seconds,
+                    })
+                });
                 // Each answer is judged against the limit: one beyond it and
                 // the workload starts again with the next field (a few at most).
                 loop {
@@ -144,6 +158,7 @@ pub async fn run_after(
                         requests,
                         start.as_ref(),
                         watch.clone(),
+                        earlier,
                     );
                     let measured = run.await;
                     checked += watch.as_ref().map_or(0, |w| w.bounded());
@@ -209,9 +224,7 @@ pub async fn run_after(
         success: error.is_none(),
         error,
         duration_seconds: started.elapsed().as_secs_f64(),
-        finished_at_unix_seconds: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64()),
+        finished_at_unix_seconds: unix_now(),
         setup,
         output_limit: choice.report(checked),
         workloads,
@@ -263,6 +276,7 @@ async fn run_workload(
     requests: Requests,
     warm: Option<&WarmStart>,
     watch: Option<Arc<output_limit::Watch>>,
+    earlier: Option<Earlier<'_>>,
 ) -> Result<WorkloadReport, String> {
     let requests = Arc::new(requests);
     let target = requests.target.clone();
@@ -297,6 +311,8 @@ async fn run_workload(
     let early_stop = target.early_stop.then_some(&target.slo);
     let mut levels: Vec<LevelSummary> = Vec::new();
     let mut not_measured = None;
+    // Levels whose places other targets held: "not measured", not a break.
+    let mut starved: Vec<u32> = Vec::new();
     let mut settle = false;
     while let Some((concurrency, role)) = ladder.next() {
         if settle {
@@ -326,6 +342,15 @@ async fn run_workload(
             Ok(p) => p,
             Err(why) => {
                 not_measured = Some(format!("concurrency {concurrency} not measured: {why}"));
+                if !cancel.is_cancelled() {
+                    // Higher levels need even more places: the climb ends
+                    // here, and the levels it had left are not measured.
+                    starved.push(concurrency);
+                    starved.extend(ladder.climb_left());
+                    starved.retain(|c| *c <= env.in_flight_total);
+                    starved.sort_unstable();
+                    starved.dedup();
+                }
                 break;
             }
         };
@@ -357,6 +382,7 @@ async fn run_workload(
         let mut summary =
             level::summarize_level(concurrency, &measured.samples, measured.wall, &target.slo);
         level::judge_concurrency(&mut summary, &measured.spans);
+        summary.measured_at_unix_seconds = unix_now();
         summary.role = role;
         summary.planned_requests = n;
         if let Some(breach) = measured.stopped {
@@ -394,13 +420,62 @@ async fn run_workload(
         )),
         (why, _) => why,
     };
-    let capacity = knee::capacity(&levels, target.headroom, stopped_because);
+    // What the loop last measured stands in for the levels this sweep did
+    // not run: those a warm start skipped, and those it could not have the
+    // places for.
+    let carried_levels = earlier.map_or_else(Vec::new, |e| {
+        carry::carried(
+            e.workload,
+            e.finished_at,
+            &levels,
+            ladder.skipped(),
+            starved.first().copied(),
+        )
+    });
+    let stopped_because = match (stopped_because, starved.first()) {
+        (Some(why), Some(from)) if carried_levels.iter().any(|l| l.concurrency >= *from) => {
+            let oldest = carried_levels
+                .iter()
+                .filter(|l| l.concurrency >= *from)
+                .map(|l| l.measured_at_unix_seconds)
+                .fold(f64::INFINITY, f64::min);
+            Some(format!(
+                "{why}; the knee and recommendation keep what an earlier sweep measured from \
+                 concurrency {from} up ({:.0}s ago at most)",
+                (unix_now() - oldest).max(0.0)
+            ))
+        }
+        (why, _) => why,
+    };
+    let capacity = carry::capacity(
+        &levels,
+        &carried_levels,
+        &starved,
+        target.headroom,
+        stopped_because,
+    );
     Ok(WorkloadReport {
         workload: workload.name.clone(),
         levels,
         skipped_levels: ladder.skipped().to_vec(),
+        carried_levels,
         capacity,
     })
+}
+
+/// What the last good sweep of the loop measured for one workload.
+#[derive(Debug, Clone, Copy)]
+struct Earlier<'a> {
+    workload: &'a WorkloadReport,
+    /// When that sweep finished, Unix seconds.
+    finished_at: f64,
+}
+
+/// Now, as Unix seconds.
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 fn slo_breach(l: &LevelSummary, target: &Target) -> String {

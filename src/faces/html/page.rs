@@ -694,6 +694,7 @@ mod tests {
                     workload: format!("w{HOSTILE}"),
                     levels: vec![level(1, true), level(2, true), level(4, false)],
                     skipped_levels: Vec::new(),
+                    carried_levels: Vec::new(),
                     capacity: Capacity {
                         knee_concurrency: 2,
                         throughput_tokens_per_second: 200.123,
@@ -704,6 +705,7 @@ mod tests {
                         saturated_before_knee: false,
                         stopped_because: Some(HOSTILE.into()),
                         knee_is_lower_bound: false,
+                        ..Default::default()
                     },
                 }],
             }],
@@ -819,6 +821,7 @@ mod tests {
             workload: "chat".into(),
             levels: vec![level(1, true), level(2, true), stopped],
             skipped_levels: vec![],
+            carried_levels: Vec::new(),
             capacity: crate::stats::report::Capacity {
                 knee_concurrency: 2,
                 recommended_max_in_flight: 1,
