@@ -79,6 +79,7 @@ fn level(concurrency: u32, prompt_scale: f64) -> LevelSummary {
         new_connections: 0,
         connect_seconds: Default::default(),
         usage_disagreements: 0,
+        measured_at_unix_seconds: 0.0,
         within_slo: concurrency < 8,
     }
 }
@@ -93,6 +94,7 @@ fn report(target: &str, model: &str, success: bool) -> SweepReport {
                 .map(|c| level(*c, scale))
                 .collect(),
             skipped_levels: Vec::new(),
+            carried_levels: Vec::new(),
             capacity: Capacity {
                 knee_concurrency: 4,
                 throughput_tokens_per_second: 120.0,
@@ -103,6 +105,9 @@ fn report(target: &str, model: &str, success: bool) -> SweepReport {
                 saturated_before_knee: scale > 1.0,
                 stopped_because: Some("level 8: shed ratio 0.17 > 0.05".to_string()),
                 knee_is_lower_bound: false,
+                levels_not_measured: Vec::new(),
+                knee_carried_over: false,
+                knee_measured_at_unix_seconds: None,
             },
         })
         .collect();

@@ -211,9 +211,54 @@ async fn the_daemon_warm_starts_and_says_so() {
         )
     };
     assert!(level("1").is_some(), "the baseline is always measured");
-    assert_eq!(level("2"), None, "skipped by the warm start");
-    assert_eq!(level("4"), None, "skipped by the warm start");
+    // Skipped by the warm start, yet exported as the full sweep measured
+    // them, saying when: no series disappears on a warm sweep.
+    assert!(level("2").is_some(), "level 2 as last measured");
+    assert!(level("4").is_some(), "level 4 as last measured");
     assert!(level("8").is_some());
+    let measured_at = |c: &str| {
+        metric(
+            &text,
+            "llmprobe_sweep_level_measured_timestamp_seconds",
+            &[("target", "sim"), ("concurrency", c)],
+        )
+        .unwrap_or_else(|| panic!("level {c} says when it was measured"))
+    };
+    assert!(
+        measured_at("2") < measured_at("4"),
+        "in the full sweep's order"
+    );
+    assert!(
+        measured_at("1") > measured_at("4"),
+        "1 measured again, warm"
+    );
+    assert!(measured_at("8") > measured_at("1"));
+    // The tiny engine batches 4 sequences: 8 in flight add no throughput
+    // over 4, and the warm sweep sees it from the full sweep's level 4.
+    assert_eq!(
+        metric(
+            &text,
+            "llmprobe_capacity_saturation_concurrency",
+            &[("target", "sim")]
+        ),
+        Some(8.0)
+    );
+    assert_eq!(
+        metric(
+            &text,
+            "llmprobe_sweep_levels_not_measured",
+            &[("target", "sim")]
+        ),
+        Some(0.0)
+    );
+    assert_eq!(
+        metric(
+            &text,
+            "llmprobe_capacity_knee_carried_over",
+            &[("target", "sim")]
+        ),
+        Some(0.0)
+    );
     assert_eq!(
         metric(
             &text,

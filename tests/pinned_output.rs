@@ -106,6 +106,7 @@ fn level(concurrency: u32, ok: u64, failures: &[(Outcome, u64, &str)]) -> LevelS
             Percentiles::default()
         },
         usage_disagreements: u64::from(concurrency == 4),
+        measured_at_unix_seconds: 0.0,
         within_slo: shed + errors == 0,
     }
 }
@@ -140,6 +141,7 @@ fn good_report() -> SweepReport {
             WorkloadReport {
                 workload: "short-chat".to_string(),
                 skipped_levels: Vec::new(),
+                carried_levels: Vec::new(),
                 levels: vec![
                     level(1, 8, &[]),
                     level(2, 8, &[]),
@@ -163,11 +165,15 @@ fn good_report() -> SweepReport {
                     saturated_before_knee: true,
                     stopped_because: Some("concurrency 8: shed ratio 0.250 over 0.05".to_string()),
                     knee_is_lower_bound: false,
+                    levels_not_measured: Vec::new(),
+                    knee_carried_over: false,
+                    knee_measured_at_unix_seconds: None,
                 },
             },
             WorkloadReport {
                 workload: "long-documents".to_string(),
                 skipped_levels: Vec::new(),
+                carried_levels: Vec::new(),
                 levels: vec![
                     level(1, 25, &[]),
                     level(
@@ -197,6 +203,9 @@ fn good_report() -> SweepReport {
                             .to_string(),
                     ),
                     knee_is_lower_bound: false,
+                    levels_not_measured: Vec::new(),
+                    knee_carried_over: false,
+                    knee_measured_at_unix_seconds: None,
                 },
             },
         ],
@@ -224,6 +233,7 @@ fn failed_report() -> SweepReport {
         workloads: vec![WorkloadReport {
             workload: "short-chat".to_string(),
             skipped_levels: Vec::new(),
+            carried_levels: Vec::new(),
             levels: vec![level(
                 1,
                 0,
@@ -239,6 +249,9 @@ fn failed_report() -> SweepReport {
                 saturated_before_knee: false,
                 stopped_because: Some("concurrency 1: no request succeeded".to_string()),
                 knee_is_lower_bound: false,
+                levels_not_measured: Vec::new(),
+                knee_carried_over: false,
+                knee_measured_at_unix_seconds: None,
             },
         }],
     }

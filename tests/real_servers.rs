@@ -16,6 +16,7 @@ use llmprobe::stats::report::{LevelSummary, SweepReport};
 use llmprobe::sweep::{NoObserver, SweepEnv};
 use llmprobe::{config, sweep};
 use support::config::write_config;
+use support::exposition::metric;
 use support::raw::{self, content, finish, good_stream, usage, DONE, SSE_HEAD};
 use support::server::{start, Behavior};
 use tokio_util::sync::CancellationToken;
@@ -232,6 +233,108 @@ async fn a_new_connection_is_timed_apart() {
     assert_eq!(l.connect_seconds.count, 6);
     let p50 = l.connect_seconds.p50.unwrap();
     assert!(p50 > 0.0 && p50 < 1.0, "{p50}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_level_starved_of_its_places_by_another_target_is_not_measured() {
+    // The engine sheds above 4 in flight: knee 4, recommended 3.
+    let yaml = format!(
+        r#"
+listen: "127.0.0.1:0"
+schedule: {{ interval: 1s, jitter: 0%, max_in_flight_total: 8, sweep_timeout: 50s }}
+defaults:
+  workload: chat
+  warmup_requests: 1
+  levels: [1, 2, 4, 8]
+  requests_per_level: 2x
+  min_requests_per_level: 4
+  # Also the longest wait for a level's places.
+  request_timeout: 1s
+  refine_resolution: off
+  slo: {LOOSE_SLO}
+workloads:
+  chat:
+    max_completion_tokens: 8
+    prompts: ["hello there"]
+targets:
+  - name: sim
+    simulator: {{ profile: tiny, max_in_flight: 4 }}
+"#
+    );
+    let cfg = config::load(&write_config(&yaml)).unwrap_or_else(|e| panic!("{e}"));
+    let target = &cfg.targets[0];
+    let reachable = endpoint::reach(target).await.unwrap();
+    let env = env_with(
+        Clients::new(llmprobe::probe::tls::CONNECT_TIMEOUT).unwrap(),
+        8,
+    );
+    let limit = cfg.schedule.sweep_timeout;
+    let run = sweep::run(&env, target, &reachable.base_url, limit, None);
+    let first = tokio::time::timeout(SWEEP_BOUND, run).await.unwrap();
+    assert!(first.success, "{:?}", first.error);
+    let before = &first.workloads[0];
+    assert_eq!(before.capacity.knee_concurrency, 4);
+    assert_eq!(before.capacity.recommended_max_in_flight, 3);
+    assert!(before.capacity.levels_not_measured.is_empty());
+
+    // Another target holds 6 of the 8 places: levels 1 and 2 have theirs,
+    // level 4 waits its bounded wait in vain.
+    let held = env.in_flight.clone().acquire_many_owned(6).await.unwrap();
+    let prior = sweep::Prior {
+        warm: None,
+        latest: Some(&first),
+        good: Some(&first),
+    };
+    let run = sweep::run_after(&env, target, &reachable.base_url, limit, prior);
+    let second = tokio::time::timeout(SWEEP_BOUND, run).await.unwrap();
+    drop(held);
+    assert!(second.success, "{:?}", second.error);
+    let w = &second.workloads[0];
+    let measured: Vec<u32> = w.levels.iter().map(|l| l.concurrency).collect();
+    assert_eq!(measured, vec![1, 2]);
+    let c = &w.capacity;
+    assert_eq!(
+        c.levels_not_measured,
+        vec![4, 8],
+        "recorded as not measured"
+    );
+    assert_eq!(c.knee_concurrency, 4, "the knee unchanged");
+    assert_eq!(
+        c.recommended_max_in_flight, 3,
+        "the recommendation unchanged"
+    );
+    assert!(c.knee_carried_over);
+    assert!(!c.knee_is_lower_bound, "8 broke when it was measured");
+    let at4 = before.levels[2].measured_at_unix_seconds;
+    assert_eq!(c.knee_measured_at_unix_seconds, Some(at4), "with its age");
+    let carried: Vec<(u32, f64)> = w
+        .carried_levels
+        .iter()
+        .map(|l| (l.concurrency, l.measured_at_unix_seconds))
+        .collect();
+    assert_eq!(
+        carried,
+        vec![(4, at4), (8, before.levels[3].measured_at_unix_seconds)]
+    );
+    let why = c.stopped_because.as_deref().unwrap_or("");
+    assert!(why.contains("concurrency 4 not measured"), "{why}");
+    assert!(why.contains("other targets held them"), "{why}");
+    assert!(why.contains("keep what an earlier sweep measured"), "{why}");
+
+    let registry = prometheus::Registry::new();
+    let metrics = llmprobe::metrics::Metrics::new(&registry).unwrap();
+    metrics.publish_sweep(&second);
+    let text = metrics.encode();
+    let value = |name: &str| metric(&text, name, &[("target", "sim")]);
+    assert_eq!(value("llmprobe_sweep_levels_not_measured"), Some(2.0));
+    assert_eq!(value("llmprobe_capacity_knee_carried_over"), Some(1.0));
+    assert_eq!(value("llmprobe_capacity_knee_concurrency"), Some(4.0));
+    assert_eq!(value("llmprobe_recommended_max_in_flight"), Some(3.0));
+    assert_eq!(value("llmprobe_capacity_knee_lower_bound"), Some(0.0));
+    assert_eq!(
+        value("llmprobe_capacity_knee_measured_timestamp_seconds"),
+        Some(at4)
+    );
 }
 
 // --- Body held open after the end of the stream -----------------------------

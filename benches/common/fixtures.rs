@@ -96,6 +96,7 @@ pub fn report(target: usize) -> SweepReport {
                 workload: format!("workload-{w}"),
                 levels,
                 skipped_levels: Vec::new(),
+                carried_levels: Vec::new(),
                 capacity,
             }
         })
