@@ -180,7 +180,11 @@ async fn a_level_the_global_cap_cannot_hold_does_not_raise_the_knee() {
     .await;
     let w = &r.workloads[0];
     assert_eq!(w.capacity.knee_concurrency, 4, "{:?}", w.capacity);
-    assert!(w.capacity.knee_is_lower_bound, "nothing broke the SLO");
+    // Nothing broke the SLO, but level 8 was not measured: that is no
+    // lower bound, and it says so.
+    assert!(!w.capacity.knee_is_lower_bound, "{:?}", w.capacity);
+    assert_eq!(w.capacity.levels_not_measured, vec![8]);
+    assert!(!w.capacity.knee_carried_over, "nothing measured it before");
     let why = w.capacity.stopped_because.as_deref().unwrap_or("");
     assert!(
         why.contains("concurrency 8 not measured") && why.contains("global cap"),
