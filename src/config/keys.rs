@@ -112,11 +112,31 @@ macro_rules! per_target_keys {
                     format!("{e} (1: every sweep climbs from the lowest level)")
                 })
             }),
+            /// Confidence at which a level's verdict says it breaks the SLO
+            /// (see docs/measuring.md).
+            verdict_confidence: f64 => f64 = rule(|v| v.unwrap_or(VERDICT_CONFIDENCE))
+                .check(|c| confidence(*c)),
+            /// An undecided level sends its planned count again, up to this
+            /// many times in all (1: never more).
+            verdict_ceiling: u32 => u32 = rule(|v| v.unwrap_or(VERDICT_CEILING)).check(|n| {
+                at_least_one(*n).map_err(|e| {
+                    format!("{e} (1: an undecided level sends no more requests)")
+                })
+            }),
         ] }
     };
 }
 
 pub(crate) use per_target_keys;
+
+/// Confidence of a level's verdict: a level breaks on a ratio or its p95
+/// only when the evidence says so at 95% (the usual one-sided level).
+pub const VERDICT_CONFIDENCE: f64 = 0.95;
+
+/// Times an undecided level's planned count it may send in all: enough for
+/// one error of eight at a 5% limit to be decided (1 of 24 is within it),
+/// bounded so that a doubtful level costs at most 4x.
+pub const VERDICT_CEILING: u32 = 4;
 
 /// Defines [`Settings`] (as written), [`Keys`] (resolved) and the steps
 /// between them from the list.
@@ -294,6 +314,13 @@ fn more_than_zero(d: Duration) -> Result<(), String> {
 fn share(x: f64) -> Result<(), String> {
     if !(0.0..=1.0).contains(&x) {
         return Err("must be between 0 and 1".into());
+    }
+    Ok(())
+}
+
+fn confidence(c: f64) -> Result<(), String> {
+    if !(0.5..1.0).contains(&c) {
+        return Err(format!("must be in [0.5, 1), got {c}"));
     }
     Ok(())
 }
