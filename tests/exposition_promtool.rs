@@ -80,6 +80,7 @@ fn level(concurrency: u32, prompt_scale: f64) -> LevelSummary {
         connect_seconds: Default::default(),
         usage_disagreements: 0,
         measured_at_unix_seconds: 0.0,
+        verdict: None,
         within_slo: concurrency < 8,
     }
 }

@@ -16,8 +16,9 @@ use std::time::Duration;
 use llmprobe::metrics::Metrics;
 use llmprobe::probe::setup::Setup;
 use llmprobe::stats::report::{
-    Breach, Capacity, EarlyStop, LevelRole, LevelSummary, OutputLimit, PairReport, Percentiles,
-    SideSummary, SweepKind, SweepReport, WorkloadReport,
+    Basis, Breach, Capacity, Counts, Decision, EarlyStop, LevelRole, LevelSummary, LowerBounds,
+    OutputLimit, PairReport, Percentiles, SideSummary, SweepKind, SweepReport, Verdict,
+    WorkloadReport,
 };
 use llmprobe::stats::sample::{Outcome, Sample, TokenSource};
 
@@ -107,7 +108,48 @@ fn level(concurrency: u32, ok: u64, failures: &[(Outcome, u64, &str)]) -> LevelS
         },
         usage_disagreements: u64::from(concurrency == 4),
         measured_at_unix_seconds: 0.0,
+        verdict: Some(verdict(concurrency, ok, shed, errors)),
         within_slo: shed + errors == 0,
+    }
+}
+
+/// A level's verdict from its counts: a pass when clean, else a break by
+/// the shed or error ratio; level 4 pooled 8 earlier sweeps.
+fn verdict(concurrency: u32, ok: u64, shed: u64, errors: u64) -> Verdict {
+    let decision = if shed + errors == 0 {
+        Decision::Pass
+    } else {
+        Decision::Break
+    };
+    let pooled = concurrency == 4;
+    let requests = ok + shed + errors;
+    Verdict {
+        decision,
+        decided_by: if shed > 0 {
+            Some(Basis::Shed)
+        } else if errors > 0 {
+            Some(Basis::Errors)
+        } else {
+            None
+        },
+        requests: requests * if pooled { 9 } else { 1 },
+        pooled_sweeps: if pooled { 8 } else { 0 },
+        change_seen: false,
+        confidence: 0.95,
+        counted_as: decision,
+        lower_bounds: LowerBounds {
+            shed_ratio: if shed > 0 { 0.125 } else { 0.0 },
+            error_ratio: if errors > 0 { 0.0625 } else { 0.0 },
+            slow_ratio: 0.0,
+        },
+        counts: Counts {
+            ended: requests,
+            ok,
+            shed,
+            failed: errors,
+            timed: ok + errors,
+            slow: 0,
+        },
     }
 }
 

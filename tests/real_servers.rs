@@ -288,6 +288,7 @@ targets:
         warm: None,
         latest: Some(&first),
         good: Some(&first),
+        evidence: None,
     };
     let run = sweep::run_after(&env, target, &reachable.base_url, limit, prior);
     let second = tokio::time::timeout(SWEEP_BOUND, run).await.unwrap();

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::stats::report::{
-    Capacity, LevelRole, LevelSummary, PairReport, SweepKind, SweepReport, WorkloadReport,
+    Capacity, Decision, LevelRole, LevelSummary, PairReport, SweepKind, SweepReport, WorkloadReport,
 };
 use crate::stats::sample::Outcome;
 
@@ -171,7 +171,17 @@ pub fn request_rate(c: &Capacity) -> String {
 
 /// What marks a level that does not count toward the knee.
 fn level_mark(l: &LevelSummary) -> &'static str {
-    if !l.within_slo {
+    let undecided = l
+        .verdict
+        .as_ref()
+        .filter(|v| v.decision == Decision::Undecided);
+    if let Some(v) = undecided {
+        if v.counted_as == Decision::Pass {
+            "  <- undecided (counted as it was last decided: pass)"
+        } else {
+            "  <- undecided (counted as over SLO)"
+        }
+    } else if !l.within_slo {
         "  <- over SLO"
     } else if !l.kept_concurrency {
         "  <- concurrency not kept"
@@ -194,6 +204,37 @@ pub fn output_limit(r: &SweepReport) -> Option<String> {
         (source, _) => source.to_string(),
     };
     Some(format!("output limit sent as `{}` ({how})", o.field))
+}
+
+/// Each level's verdict, which test decided it and on how many requests.
+fn verdicts(w: &WorkloadReport) -> Option<String> {
+    let judged: Vec<String> = w
+        .levels
+        .iter()
+        .filter_map(|l| {
+            let v = l.verdict.as_ref()?;
+            let by = v
+                .decided_by
+                .map(|b| format!(" by {}", b.as_str().replace('_', " ")))
+                .unwrap_or_default();
+            let pooled = match v.pooled_sweeps {
+                0 => String::new(),
+                n => format!(", {n} earlier sweeps pooled"),
+            };
+            Some(format!(
+                "{} {}{by} ({} requests{pooled})",
+                l.concurrency,
+                v.decision.as_str(),
+                v.requests
+            ))
+        })
+        .collect();
+    let confidence = w.levels.iter().find_map(|l| l.verdict.as_ref())?.confidence;
+    Some(format!(
+        "verdicts at {}% confidence: {}",
+        confidence * 100.0,
+        judged.join(", ")
+    ))
 }
 
 /// Where throughput stopped growing, in words.
@@ -238,6 +279,9 @@ pub fn notes(w: &WorkloadReport) -> Vec<String> {
         out.push(format!(
             "early verdict: {saved} requests not sent (a level certain to break the SLO stopped)"
         ));
+    }
+    if let Some(line) = verdicts(w) {
+        out.push(line);
     }
     // A level without a completed request counted nothing either way.
     let sources: Vec<&str> = w

@@ -286,6 +286,38 @@ pub const SWEEP_REQUESTS_SAVED: Spec = Spec {
     help: "Requests of the level's planned count not sent because it stopped early, in the latest completed sweep.",
     labels: LEVEL,
 };
+/// A level's verdict: what decided it and what the knee counted.
+pub const SWEEP_VERDICT: Spec = Spec {
+    name: "llmprobe_sweep_verdict",
+    help: "1 for the level's verdict at the target's verdict_confidence: decision (pass, break, undecided), the test that decided it (shed, errors, p95_latency, no_success, none) and what the knee counted (pass or break), in the latest completed sweep.",
+    labels: &[
+        "target",
+        "model",
+        "workload",
+        "concurrency",
+        "decision",
+        "decided_by",
+        "counted_as",
+    ],
+};
+/// Requests a level's verdict rests on.
+pub const SWEEP_VERDICT_REQUESTS: Spec = Spec {
+    name: "llmprobe_sweep_verdict_requests",
+    help: "Requests the level's verdict rests on: this sweep's (cancelled ones aside) and those pooled from earlier sweeps of the same server, in the latest completed sweep.",
+    labels: LEVEL,
+};
+/// Earlier sweeps pooled into a level's verdict.
+pub const SWEEP_VERDICT_POOLED: Spec = Spec {
+    name: "llmprobe_sweep_verdict_pooled_sweeps",
+    help: "Earlier sweeps whose requests at this level the verdict pooled (0: this sweep's alone), in the latest completed sweep.",
+    labels: LEVEL,
+};
+/// The lower confidence bounds behind a level's verdict.
+pub const SWEEP_VERDICT_BOUND: Spec = Spec {
+    name: "llmprobe_sweep_verdict_lower_bound_ratio",
+    help: "Clopper-Pearson lower bound, at the target's verdict_confidence, on the level's true shed ratio, error ratio and share of requests over the p95 limit (quantity shed, errors, slow); over its limit (slow: over 0.05), the level breaks.",
+    labels: &["target", "model", "workload", "concurrency", "quantity"],
+};
 /// Whether a level was a refinement probe.
 pub const SWEEP_REFINEMENT: Spec = Spec {
     name: "llmprobe_sweep_refinement_probe",
@@ -397,7 +429,7 @@ pub const GATEWAY_SAMPLES: Spec = Spec {
 };
 
 /// Every family rendered from the results.
-pub const RESULT_FAMILIES: [&Spec; 32] = [
+pub const RESULT_FAMILIES: [&Spec; 36] = [
     &SWEEP_TTFT,
     &SWEEP_LATENCY,
     &SWEEP_ITL,
@@ -417,6 +449,10 @@ pub const RESULT_FAMILIES: [&Spec; 32] = [
     &SWEEP_LEVELS_NOT_MEASURED,
     &CAPACITY_KNEE_CARRIED_OVER,
     &CAPACITY_KNEE_MEASURED,
+    &SWEEP_VERDICT,
+    &SWEEP_VERDICT_REQUESTS,
+    &SWEEP_VERDICT_POOLED,
+    &SWEEP_VERDICT_BOUND,
     &CAPACITY_KNEE,
     &CAPACITY_KNEE_LOWER_BOUND,
     &CAPACITY_THROUGHPUT,
@@ -445,6 +481,16 @@ pub mod quantity {
     pub const GENERATION_SPEED: &str = "generation_speed";
     /// Time to open a new connection.
     pub const CONNECT: &str = "connect";
+}
+
+/// The `quantity` label of [`SWEEP_VERDICT_BOUND`].
+pub mod verdict_quantity {
+    /// The shed ratio.
+    pub const SHED: &str = "shed";
+    /// The error ratio.
+    pub const ERRORS: &str = "errors";
+    /// The share of decision latencies over the p95 limit.
+    pub const SLOW: &str = "slow";
 }
 
 /// The `max_tokens_field` label of `llmprobe_target_info`: the request field

@@ -18,7 +18,7 @@ use crate::config::Target;
 use crate::metrics::exposition::Source;
 use crate::metrics::locks::{read, write};
 use crate::metrics::names::{self, quantity, Spec};
-use crate::stats::report::{LevelRole, PairReport, Percentiles, Setup, SweepReport};
+use crate::stats::report::{LevelRole, PairReport, Percentiles, Setup, SweepReport, Verdict};
 use crate::stats::sample::Outcome;
 
 /// The first label of `llmprobe_target_info`, never taken from a target's labels.
@@ -210,6 +210,40 @@ impl Results {
     }
 }
 
+/// Writes the evidence behind a level's verdict (labels: target, model,
+/// workload, concurrency).
+fn write_verdict(out: &mut PieceWriter, level: [&str; 4], v: &Verdict) {
+    let [t, m, w, c] = level;
+    let decided_by = v.decided_by.map_or("none", |b| b.as_str());
+    out.add(
+        &names::SWEEP_VERDICT,
+        &[
+            t,
+            m,
+            w,
+            c,
+            v.decision.as_str(),
+            decided_by,
+            v.counted_as.as_str(),
+        ],
+        1.0,
+    );
+    out.add(&names::SWEEP_VERDICT_REQUESTS, &level, v.requests as f64);
+    out.add(
+        &names::SWEEP_VERDICT_POOLED,
+        &level,
+        f64::from(v.pooled_sweeps),
+    );
+    let bounds = [
+        (names::verdict_quantity::SHED, v.lower_bounds.shed_ratio),
+        (names::verdict_quantity::ERRORS, v.lower_bounds.error_ratio),
+        (names::verdict_quantity::SLOW, v.lower_bounds.slow_ratio),
+    ];
+    for (quantity, bound) in bounds {
+        out.add(&names::SWEEP_VERDICT_BOUND, &[t, m, w, c, quantity], bound);
+    }
+}
+
 /// Writes the results of a successful sweep: its completion time, levels
 /// and capacity.
 fn write_results(out: &mut PieceWriter, report: &SweepReport) {
@@ -312,6 +346,9 @@ fn write_results(out: &mut PieceWriter, report: &SweepReport) {
                 &[t, m, w, c],
                 early.map_or(0.0, |e| e.saved_requests as f64),
             );
+            if let Some(v) = &level.verdict {
+                write_verdict(out, [t, m, w, c], v);
+            }
             out.add(
                 &names::SWEEP_REFINEMENT,
                 &[t, m, w, c],

@@ -124,6 +124,7 @@ fn level(concurrency: u32) -> LevelSummary {
         connect_seconds: Default::default(),
         usage_disagreements: 0,
         measured_at_unix_seconds: 0.0,
+        verdict: None,
         within_slo: true,
     }
 }

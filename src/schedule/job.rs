@@ -15,7 +15,7 @@ use crate::metrics::Metrics;
 use crate::schedule::endpoint::{self, Reachable};
 use crate::schedule::idle_gate::{self, IdleGate};
 use crate::schedule::jitter::jittered;
-use crate::schedule::warm_start::{self, Kind, Planner};
+use crate::schedule::memory::Memory;
 use crate::sinks::Sinks;
 use crate::stats::report::{PairReport, SweepReport};
 use crate::sweep::{self, interleaved, SweepEnv};
@@ -95,38 +95,20 @@ pub(crate) async fn run(
     };
     job.started(&out);
     // A new loop (first start, or a reload that changed the target) starts
-    // with a full sweep.
-    let mut planner = job.planner();
-    // The loop's latest sweep and latest successful one: what they found is
-    // where the next one starts.
-    let mut latest: Option<Arc<SweepReport>> = None;
-    let mut good: Option<Arc<SweepReport>> = None;
+    // with a full sweep, knowing nothing of earlier ones.
+    let mut memory = job.memory();
     loop {
         if !Box::pin(job.may_start(&env, &out, &cancel)).await {
             break;
         }
-        let plan = planner.as_ref().map(Planner::plan);
-        let prior = sweep::Prior {
-            warm: plan
-                .as_ref()
-                .filter(|p| p.kind == Kind::Warm)
-                .map(|p| &p.warm),
-            latest: latest.as_deref(),
-            good: good.as_deref(),
-        };
+        let prior = memory.as_mut().map(Memory::prior).unwrap_or_default();
         let measured = Box::pin(reached.measure(&env, schedule.sweep_timeout, prior)).await;
         if cancel.is_cancelled() {
             break;
         }
-        if let (Some(p), Measured::Sweep(_, report)) = (&mut planner, &measured) {
-            p.record(report.kind, warm_start::found_in(report));
-        }
         measured.publish(&out);
-        if let Measured::Sweep(_, report) = measured {
-            if report.success {
-                good = Some(report.clone());
-            }
-            latest = Some(report);
+        if let (Some(m), Measured::Sweep(_, report)) = (&mut memory, measured) {
+            m.record(report);
         }
         let wait = jittered(schedule.interval, schedule.jitter, fastrand::f64());
         tokio::select! {
@@ -183,10 +165,10 @@ impl Job {
         }
     }
 
-    /// The planner of a target's full and warm sweeps (none for a pair).
-    fn planner(&self) -> Option<Planner> {
+    /// What a target's loop remembers between sweeps (none for a pair).
+    fn memory(&self) -> Option<Memory> {
         match self {
-            Job::Target(t) => Some(Planner::new(t.full_sweep_every, t.refine_resolution)),
+            Job::Target(t) => Some(Memory::new(t)),
             Job::Pair { .. } => None,
         }
     }

@@ -12,6 +12,7 @@ pub mod endpoint;
 pub mod idle_gate;
 mod jitter;
 mod job;
+pub mod memory;
 pub mod once;
 pub mod warm_start;
 

@@ -61,6 +61,12 @@ pub struct SimArgs {
     /// Fraction (0-1) of the other requests whose connection is cut mid-stream.
     #[arg(long)]
     pub reset_ratio: Option<f64>,
+    /// Fraction (0-1) of the admitted requests held `--slow-delay` before answering.
+    #[arg(long)]
+    pub slow_ratio: Option<f64>,
+    /// How long those requests are held, e.g. 2s.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub slow_delay: Option<std::time::Duration>,
     /// Prompt tokens the prefix cache holds (0: no prefix cache).
     #[arg(long)]
     pub prefix_cache_tokens: Option<u64>,
@@ -91,6 +97,8 @@ impl SimArgs {
             fail_ratio: self.fail_ratio,
             fail_status: self.fail_status,
             reset_ratio: self.reset_ratio,
+            slow_ratio: self.slow_ratio,
+            slow_delay: self.slow_delay,
             prefix_cache_tokens: self.prefix_cache_tokens,
             reasoning_tokens: self.reasoning_tokens,
             reasoning_field: self.reasoning_field,

@@ -15,9 +15,16 @@ pub(crate) enum Fault {
     Reset { after_tokens: u32 },
 }
 
+/// The hash behind the `n`-th request's draws. The seed is mixed on its own
+/// first: `mix(seed, n)` alone only flips low bits of `n`'s input, so that
+/// small seeds gave nearly the same failing requests, merely reordered.
+fn fate(params: &SimParams, n: u64) -> u64 {
+    mix(mix(params.seed, 0x5EED), n)
+}
+
 /// The fate of the `n`-th request (counted from 0) asking for `max_tokens`.
 pub(crate) fn draw(params: &SimParams, n: u64, max_tokens: u32) -> Fault {
-    let h = mix(params.seed, n);
+    let h = fate(params, n);
     // Two independent draws: a failure is decided first, and reset_ratio
     // applies to the requests that did not fail.
     if unit(mix(h, 1)) < params.fail_ratio {
@@ -31,6 +38,12 @@ pub(crate) fn draw(params: &SimParams, n: u64, max_tokens: u32) -> Fault {
         };
     }
     Fault::None
+}
+
+/// Whether the `n`-th request is a latency outlier, held `slow_delay`
+/// before its answer starts (a draw independent of [`draw`]'s).
+pub(crate) fn slow(params: &SimParams, n: u64) -> bool {
+    unit(mix(fate(params, n), 3)) < params.slow_ratio
 }
 
 #[cfg(test)]
@@ -62,6 +75,30 @@ mod tests {
         assert!((900..1100).contains(&fails), "{fails}");
         // 20% of the 90% that did not fail.
         assert!((1650..1950).contains(&resets), "{resets}");
+    }
+
+    #[test]
+    fn seeds_give_different_fates() {
+        let failing = |seed| {
+            let p = SimConfig {
+                fail_ratio: Some(0.02),
+                seed: Some(seed),
+                ..SimConfig::default()
+            }
+            .resolve()
+            .unwrap();
+            (0..2000u64)
+                .filter(|n| draw(&p, *n, 16) == Fault::Fail)
+                .collect::<Vec<_>>()
+        };
+        let (a, b) = (failing(0), failing(1));
+        let shared = a.iter().filter(|n| b.contains(n)).count();
+        // Independent draws at 2% share about 2% of 40 failures.
+        assert!(
+            shared < 8,
+            "seeds 0 and 1 share {shared} of {} failures",
+            a.len()
+        );
     }
 
     #[test]

@@ -72,6 +72,10 @@ async fn answer(sim: Arc<Sim>, parsed: Result<request::ChatRequest, ApiError>) -
     let Some(guard) = sim.enter() else {
         return shed(&sim.params);
     };
+    if faults::slow(&sim.params, n) {
+        // Held in flight, as a request stuck behind a slow step would be.
+        tokio::time::sleep(sim.params.slow_delay).await;
+    }
     let mut request = request;
     if sim.params.engine == Engine::Model && !request.prefix_blocks.is_empty() {
         let blocks = sim.admit_prefix(&request.prefix_blocks);

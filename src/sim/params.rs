@@ -103,6 +103,8 @@ mod tests {
             fail_ratio: 0.0,
             fail_status: 500,
             reset_ratio: 0.0,
+            slow_ratio: 0.0,
+            slow_delay: Duration::ZERO,
             prefix_cache_tokens: 0,
             reasoning_tokens: 0,
             reasoning_field: crate::config::simulator::ReasoningField::Reasoning,

@@ -101,6 +101,7 @@ mod tests {
             connect_seconds: Default::default(),
             usage_disagreements: 0,
             measured_at_unix_seconds: 0.0,
+            verdict: None,
             within_slo,
         }
     }

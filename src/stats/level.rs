@@ -29,25 +29,12 @@ pub fn quantile_of(len: usize, q: f64, at: impl Fn(usize) -> f64) -> Option<f64>
     Some(at(lo) + (h - lo as f64) * (at(hi) - at(lo)))
 }
 
-/// The quantile of the latency that decides a level (its p95).
-pub const DECISION_QUANTILE: f64 = 0.95;
+pub use crate::stats::binomial::ratio;
 
 /// The latency, in seconds, a request contributes to the percentile that
-/// decides its level ([`Sample::decision_latency`]); None when it has no
-/// place in it (shed, or cancelled by llmprobe). The early verdict reads the
-/// same definition.
+/// decides its level ([`Sample::decision_seconds`]).
 pub fn decision_seconds(s: &Sample) -> Option<f64> {
-    s.counts_in_decision().then(|| secs(s.decision_latency()))
-}
-
-/// `count` as a fraction of `of` requests (0 of none): the shed and error
-/// ratios, computed one way for the full level and for the early verdict.
-pub fn ratio(count: u64, of: u64) -> f64 {
-    if of == 0 {
-        0.0
-    } else {
-        count as f64 / of as f64
-    }
+    s.decision_seconds()
 }
 
 /// p50, p95 and p99 of `values` (sorted in place), with their count.
@@ -219,11 +206,15 @@ pub fn summarize_level(
     let error_ratio = ratio(failed, ended_requests);
     let mut decision: Vec<f64> = samples.iter().filter_map(decision_seconds).collect();
     let decision = percentiles(&mut decision);
-    // A level where nothing succeeded has no latency to accept.
-    let within_slo = !ok.is_empty()
-        && decision.p95.is_some_and(|p| p <= secs(slo.p95_latency))
-        && shed_ratio <= slo.max_shed_ratio
-        && error_ratio <= slo.max_error_ratio;
+    // The verdict of this level alone, at the default confidence: the
+    // sweep decides again with the target's confidence and pooled evidence.
+    let verdict = crate::stats::verdict::decide(
+        &[],
+        &crate::stats::report::Counts::of(samples, slo),
+        slo,
+        crate::config::keys::VERDICT_CONFIDENCE,
+    );
+    let within_slo = verdict.decision == crate::stats::report::Decision::Pass;
     let mut connect: Vec<f64> = samples.iter().filter_map(|s| s.connect.map(secs)).collect();
     let connect = percentiles(&mut connect);
     // Little's law: requests completed per second x their mean time in flight.
@@ -274,6 +265,7 @@ pub fn summarize_level(
         usage_disagreements: ok.iter().filter(|s| s.usage_disagreed).count() as u64,
         // Set by the caller, who knows when the level ended.
         measured_at_unix_seconds: 0.0,
+        verdict: Some(verdict),
         within_slo,
     }
 }
@@ -385,9 +377,22 @@ mod tests {
     #[test]
     fn slo_judges_latency_and_empty_levels() {
         let samples: Vec<Sample> = (0..20).map(|i| ok(10, 100 + i * 10, 10)).collect();
-        // latencies 100..290 ms: p95 = 280.5 ms
-        assert!(summarize_level(1, &samples, Duration::from_secs(1), &slo(281)).within_slo);
-        assert!(!summarize_level(1, &samples, Duration::from_secs(1), &slo(280)).within_slo);
+        // latencies 100..290 ms: one of 20 (5%) over 281 ms passes; three
+        // (15%) over 265 ms are no evidence at 95% (undecided); ten over 195
+        // ms break it.
+        let at = |ms| summarize_level(1, &samples, Duration::from_secs(1), &slo(ms));
+        assert!(at(281).within_slo);
+        assert!(
+            at(280).within_slo,
+            "290 ms alone is over 280 ms: 5% allowed"
+        );
+        let v = at(265).verdict.unwrap();
+        assert!(!at(265).within_slo);
+        assert_eq!(v.decision, crate::stats::report::Decision::Undecided);
+        assert_eq!(
+            at(195).verdict.unwrap().decision,
+            crate::stats::report::Decision::Break
+        );
         let failed = vec![Sample::failed(Outcome::ProtocolError, Some(200), "garbage")];
         let l = summarize_level(1, &failed, Duration::from_secs(1), &slo(1000));
         assert!(!l.within_slo);

@@ -2,7 +2,9 @@
 //! sides of a gateway pair -> its overhead; and the report types every
 //! consumer reads. Pure: no I/O, no clock.
 
+pub mod binomial;
 pub mod carry;
+pub mod evidence;
 pub mod knee;
 pub mod level;
 pub mod overhead;

@@ -155,6 +155,14 @@ impl Sample {
         }
     }
 
+    /// The decision latency in seconds, when the request counts in the
+    /// decision (None: shed, or cancelled by llmprobe). The verdicts read
+    /// this one definition.
+    pub fn decision_seconds(&self) -> Option<f64> {
+        self.counts_in_decision()
+            .then(|| self.decision_latency().as_secs_f64())
+    }
+
     /// Generation speed: (output tokens - 1) / (latency - TTFT), in tokens/s.
     pub fn generation_speed(&self) -> Option<f64> {
         let (ttft, latency) = (self.ttft?, self.latency?);

@@ -1,135 +1,279 @@
-//! The early verdict of a level: whether, from the requests that ended so
-//! far, the level is already certain to break its SLO, whatever the rest do.
+//! A level's verdict, a statistical decision with a stated confidence, and
+//! its early form: whether, from the requests that ended so far, the level
+//! is already certain to break, whatever the rest do.
 //!
-//! Why it is exact. A level of `planned` requests breaks its SLO when its
-//! shed ratio or its error ratio exceeds the limit, or the p95 of its
-//! decision latencies ([`level::decision_seconds`]) exceeds the limit.
-//! - The shed and error counts only grow as requests end, over the same
-//!   denominator (`planned`), so a count already over the limit stays over.
-//! - Each request that has not ended either adds a latency of at least zero
-//!   to the decision set (a failure counts the time it took) or stays out of
-//!   it (shed or rate limited). The type 7 quantile
-//!   never falls when a value rises, and never rises when a minimum is added
-//!   (removing the minimum of n values moves the quantile's rank from
-//!   (n - 1) q to (n - 2) q + 1, which is not lower as q <= 1): so the lowest
-//!   p95 the full level can reach is that of the latencies so far plus one
-//!   zero per request not ended. When even that exceeds the limit, the full
-//!   level's p95 does too.
-//! - A request in flight may count with a floor above zero only when it is
-//!   certain to end inside the decision set with at least that latency (the
-//!   caller's promise: it can no longer be shed, and its latency cannot end
-//!   below the floor; leaving out a value above the minimum could lower the
-//!   quantile).
-//! - A level without any success breaks its SLO too; that is certain only at
-//!   its end, and the early verdict does not claim it.
+//! The SLO is the hypothesis a level keeps until the evidence is against it.
+//! Three shares are tested, each with the exact one-sided binomial test
+//! ([`binomial::over_limit`], the Clopper-Pearson lower bound over the
+//! limit) at the target's `verdict_confidence`: the shed ratio against
+//! `max_shed_ratio`, the error ratio against `max_error_ratio`, and the share
+//! of decision latencies over `p95_latency` against 5%. The last is the
+//! order-statistic bound on the p95: the k-th smallest of n latencies is a
+//! lower confidence bound on the true p95 ([`binomial::quantile_lower_rank`]),
+//! and it is over the limit exactly when n - k + 1 latencies are.
+//! - **break**: one of the tests says its true share is over its limit (or,
+//!   at the end, no request succeeded);
+//! - **undecided**: no test says so, but an observed share is over its
+//!   limit: the level sends more requests (up to its ceiling);
+//! - **pass**: every observed share is within its limit.
 //!
-//! The latency test keeps a margin of a billionth of the limit, so that the
-//! rounding of two interpolations over different sets cannot make the early
-//! verdict disagree with the full one at the exact boundary.
+//! Evidence may be pooled from earlier sweeps ([`decide`]'s `window`); it is
+//! left out when this sweep's counts differ from it beyond chance
+//! ([`CHANGE_ALPHA`], Fisher's exact test on each share).
+//!
+//! Why the early verdict is exact. It claims a break at the planned count
+//! only when both readings the full verdict can take (the pool left out, or
+//! kept) already break: every count it tests only grows as requests end, the
+//! ratios' denominator is the planned count, the latency share's is at most
+//! the requests in it so far plus those pending, and the binomial tail
+//! P(X >= k) rises with the number of trials and falls with k. A request in
+//! flight may count as slow only when it is certain to end in the decision
+//! set over the limit (the caller's promise). A level without any success
+//! breaks too; that is certain only at its end, and the early verdict does
+//! not claim it.
 
 use crate::config::Slo;
-use crate::stats::level::{self, DECISION_QUANTILE};
-use crate::stats::sample::Sample;
-
-/// Relative margin above the p95 limit before the latency verdict is certain.
-const LATENCY_MARGIN: f64 = 1e-9;
+use crate::stats::binomial;
+use crate::stats::report::{Basis, Counts, Decision, LowerBounds, Verdict};
+use crate::stats::sample::{Outcome, Sample};
 
 pub use crate::stats::report::Breach;
 
-/// What a level's verdict is decided from, as its requests end.
+/// The quantile of the latency that decides a level (its p95).
+pub const DECISION_QUANTILE: f64 = 0.95;
+
+/// Significance below which this sweep's counts are taken to differ from the
+/// pooled ones (a server that changed): strict, so that noise rarely drops
+/// the pool (at 2% of errors, 3 of 8 after 0 of 64 is 0.0009: kept), while a
+/// capacity drop (most requests shed where none were) is far below it at
+/// once.
+pub const CHANGE_ALPHA: f64 = 1e-4;
+
+/// The share of decision latencies allowed over the p95 limit.
+pub const SLOW_SHARE: f64 = 1.0 - DECISION_QUANTILE;
+
+impl Counts {
+    /// Adds a request that ended (a request llmprobe cancelled has no
+    /// outcome of its own and is not added), judged against `p95_limit` seconds.
+    pub fn record(&mut self, s: &Sample, p95_limit: f64) {
+        if s.outcome == Outcome::Cancelled {
+            return;
+        }
+        self.ended += 1;
+        if s.outcome == Outcome::Ok {
+            self.ok += 1;
+        } else if s.outcome.is_shed() {
+            self.shed += 1;
+        } else {
+            self.failed += 1;
+        }
+        if let Some(v) = s.decision_seconds() {
+            self.timed += 1;
+            if v > p95_limit {
+                self.slow += 1;
+            }
+        }
+    }
+
+    /// The counts of `samples` against `slo`.
+    pub fn of(samples: &[Sample], slo: &Slo) -> Counts {
+        let mut c = Counts::default();
+        let limit = slo.p95_latency.as_secs_f64();
+        samples.iter().for_each(|s| c.record(s, limit));
+        c
+    }
+
+    /// The three tested shares: (test, count, of, limit).
+    fn shares(&self, slo: &Slo) -> [(Basis, u64, u64, f64); 3] {
+        [
+            (Basis::Shed, self.shed, self.ended, slo.max_shed_ratio),
+            (Basis::Errors, self.failed, self.ended, slo.max_error_ratio),
+            (Basis::P95Latency, self.slow, self.timed, SLOW_SHARE),
+        ]
+    }
+}
+
+/// Whether `current` differs from `prior` beyond chance on any share.
+fn changed(prior: &Counts, current: &Counts, slo: &Slo) -> bool {
+    prior
+        .shares(slo)
+        .iter()
+        .zip(current.shares(slo))
+        .any(|((_, kp, np, _), (_, kc, nc, _))| {
+            let (lower, higher) = binomial::fisher(kc, nc, *kp, *np);
+            lower.min(higher) < CHANGE_ALPHA
+        })
+}
+
+/// The verdict of a level from this sweep's `current` counts and the counts
+/// of earlier sweeps at the same level (`window`, pooled unless `current`
+/// differs from them), at `confidence`.
+pub fn decide(window: &[Counts], current: &Counts, slo: &Slo, confidence: f64) -> Verdict {
+    let alpha = 1.0 - confidence;
+    let d = decision(window, current, slo, alpha);
+    let e = d.evidence;
+    Verdict {
+        decision: d.decision,
+        decided_by: d.decided_by,
+        requests: e.ended,
+        pooled_sweeps: d.pooled_sweeps,
+        change_seen: d.change_seen,
+        confidence,
+        counted_as: match d.decision {
+            Decision::Undecided => Decision::Break,
+            decided => decided,
+        },
+        lower_bounds: LowerBounds {
+            shed_ratio: binomial::lower_bound(e.shed, e.ended, alpha),
+            error_ratio: binomial::lower_bound(e.failed, e.ended, alpha),
+            slow_ratio: binomial::lower_bound(e.slow, e.timed, alpha),
+        },
+        counts: *current,
+    }
+}
+
+/// The decision of [`decide`], without the bounds it reports.
+struct Decided {
+    decision: Decision,
+    decided_by: Option<Basis>,
+    evidence: Counts,
+    pooled_sweeps: u32,
+    change_seen: bool,
+}
+
+fn decision(window: &[Counts], current: &Counts, slo: &Slo, alpha: f64) -> Decided {
+    let prior = window.iter().fold(Counts::default(), |a, c| a + *c);
+    let change_seen = prior.ended > 0 && changed(&prior, current, slo);
+    let (pooled, pooled_sweeps) = if change_seen || prior.ended == 0 {
+        (Counts::default(), 0)
+    } else {
+        (prior, window.iter().filter(|c| c.ended > 0).count() as u32)
+    };
+    let evidence = pooled + *current;
+    let shares = evidence.shares(slo);
+    let broke = shares
+        .iter()
+        .find(|(_, k, n, limit)| binomial::over_limit(*k, *n, *limit, alpha))
+        .map(|s| (Decision::Break, Some(s.0)));
+    let no_success = (current.ok == 0).then_some((Decision::Break, Some(Basis::NoSuccess)));
+    let over = shares
+        .iter()
+        .find(|(_, k, n, limit)| binomial::ratio(*k, *n) > *limit)
+        .map(|s| (Decision::Undecided, Some(s.0)));
+    let (decision, decided_by) = broke
+        .or(no_success)
+        .or(over)
+        .unwrap_or((Decision::Pass, None));
+    Decided {
+        decision,
+        decided_by,
+        evidence,
+        pooled_sweeps,
+        change_seen,
+    }
+}
+
+/// What the early verdict of one pass over a level rests on, as its requests end.
 #[derive(Debug, Clone)]
 pub struct Tally {
+    slo: Slo,
+    alpha: f64,
+    /// The earlier sweeps' counts at this level, summed (the pool).
+    pooled: Counts,
+    /// Earlier passes over the level in this sweep (an undecided level's
+    /// first requests).
+    before: Counts,
+    /// Requests this pass is to send.
     planned: u64,
-    ended: u64,
-    shed: u64,
-    failed: u64,
-    /// Decision latencies so far, seconds, kept sorted.
-    decision: Vec<f64>,
+    /// This pass's counts so far.
+    now: Counts,
 }
 
 impl Tally {
-    /// An empty tally of a level that will send `planned` requests.
-    pub fn new(planned: u64) -> Self {
+    /// An empty tally of a pass that will send `planned` requests, judged
+    /// against `slo` at `confidence`, after `before` in this sweep and with
+    /// `window` from earlier ones.
+    pub fn new(
+        planned: u64,
+        slo: &Slo,
+        confidence: f64,
+        before: Counts,
+        window: &[Counts],
+    ) -> Self {
         Tally {
+            slo: *slo,
+            alpha: 1.0 - confidence,
+            pooled: window.iter().fold(Counts::default(), |a, c| a + *c),
+            before,
             planned,
-            ended: 0,
-            shed: 0,
-            failed: 0,
-            decision: Vec::new(),
+            now: Counts::default(),
         }
     }
 
-    /// Requests recorded so far.
+    /// Requests recorded so far in this pass.
     pub fn ended(&self) -> u64 {
-        self.ended
+        self.now.ended
     }
 
-    /// Records a request that ended (a request llmprobe cancelled is not
-    /// recorded: it has no outcome of its own).
+    /// Records a request that ended (one llmprobe cancelled is left out).
     pub fn record(&mut self, s: &Sample) {
-        self.ended += 1;
-        if s.outcome.is_shed() {
-            self.shed += 1;
-        } else if s.outcome != crate::stats::sample::Outcome::Ok {
-            self.failed += 1;
-        }
-        if let Some(v) = level::decision_seconds(s) {
-            let at = self.decision.partition_point(|x| x.total_cmp(&v).is_lt());
-            self.decision.insert(at, v);
-        }
+        self.now.record(s, self.slo.p95_latency.as_secs_f64());
     }
 
-    /// Whether the full level is already certain to break `slo`, with
+    /// Whether the full pass is already certain to give a break, with
     /// `in_flight` requests not yet ended: each with the decision latency,
     /// in seconds, it is certain to reach at least (0 where nothing is
     /// certain, see the module doc). The other requests not ended are unsent.
-    pub fn certain_break(&self, slo: &Slo, in_flight: &[f64]) -> Option<Breach> {
-        if level::ratio(self.shed, self.planned) > slo.max_shed_ratio {
-            return Some(Breach::Shed);
-        }
-        if level::ratio(self.failed, self.planned) > slo.max_error_ratio {
-            return Some(Breach::Errors);
-        }
-        let limit = slo.p95_latency.as_secs_f64();
-        let lowest = self.lowest_p95(in_flight)?;
-        (lowest > limit * (1.0 + LATENCY_MARGIN)).then_some(Breach::Latency)
-    }
-
-    /// The lowest p95 the full level can still reach (None when no request
-    /// is left to end and none has a latency: the level has no p95).
-    fn lowest_p95(&self, in_flight: &[f64]) -> Option<f64> {
-        let pending = self.planned.saturating_sub(self.ended);
-        let floors: Vec<f64> = in_flight
+    pub fn certain_break(&self, in_flight: &[f64]) -> Option<Breach> {
+        let pending = self.planned.saturating_sub(self.now.ended);
+        let limit = self.slo.p95_latency.as_secs_f64();
+        let certain_slow = in_flight
             .iter()
             .take(pending as usize)
-            .map(|f| f.max(0.0))
-            .filter(|f| *f > 0.0)
-            .collect();
-        // Zeros first (never stored), then the known latencies and floors.
-        let zeros = pending as usize - floors.len();
-        let known = if floors.is_empty() {
-            std::borrow::Cow::Borrowed(&self.decision)
-        } else {
-            let mut merged = self.decision.clone();
-            merged.extend(floors);
-            merged.sort_unstable_by(f64::total_cmp);
-            std::borrow::Cow::Owned(merged)
-        };
-        level::quantile_of(zeros + known.len(), DECISION_QUANTILE, |i| {
-            if i < zeros {
-                0.0
-            } else {
-                known[i - zeros]
-            }
-        })
+            .filter(|f| **f > limit)
+            .count() as u64;
+        let sweep = self.before + self.now;
+        // Every count at its lowest, every denominator at its highest.
+        let ended = self.before.ended + self.planned;
+        let tests = [
+            (
+                Breach::Shed,
+                sweep.shed,
+                ended,
+                self.slo.max_shed_ratio,
+                self.pooled.shed,
+                self.pooled.ended,
+            ),
+            (
+                Breach::Errors,
+                sweep.failed,
+                ended,
+                self.slo.max_error_ratio,
+                self.pooled.failed,
+                self.pooled.ended,
+            ),
+            (
+                Breach::Latency,
+                sweep.slow + certain_slow,
+                sweep.timed + pending,
+                SLOW_SHARE,
+                self.pooled.slow,
+                self.pooled.timed,
+            ),
+        ];
+        tests
+            .into_iter()
+            .find(|&(_, k, n, limit, pk, pn)| {
+                binomial::over_limit(k, n, limit, self.alpha)
+                    && binomial::over_limit(k + pk, n + pn, limit, self.alpha)
+            })
+            .map(|t| t.0)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::level::summarize_level;
-    use crate::stats::sample::Outcome;
     use proptest::prelude::*;
     use std::time::Duration;
 
@@ -151,104 +295,8 @@ mod tests {
         s
     }
 
-    fn tally(planned: u64, samples: &[Sample]) -> Tally {
-        let mut t = Tally::new(planned);
-        samples.iter().for_each(|s| t.record(s));
-        t
-    }
-
-    #[test]
-    fn shed_over_the_budget_of_the_planned_count_is_certain() {
-        // 32 planned at 5%: 1.6 allowed, so the second shed breaks it.
-        let shed = Sample::failed(Outcome::Shed, Some(503), "busy");
-        let slo = slo(1000, 0.05, 0.05);
-        assert_eq!(
-            tally(32, &[shed.clone(), ok(10)]).certain_break(&slo, &[]),
-            None
-        );
-        assert_eq!(
-            tally(32, &[shed.clone(), ok(10), shed.clone()]).certain_break(&slo, &[]),
-            Some(Breach::Shed)
-        );
-        let limited = Sample::failed(Outcome::RateLimited, Some(429), "slow down");
-        assert_eq!(
-            tally(32, &[shed, limited]).certain_break(&slo, &[]),
-            Some(Breach::Shed),
-            "429 counts against the shed ratio"
-        );
-    }
-
-    #[test]
-    fn errors_over_the_budget_are_certain() {
-        let err = Sample::failed(Outcome::ProtocolError, Some(200), "bad");
-        let slo = slo(1000, 0.05, 0.05);
-        assert_eq!(
-            tally(20, std::slice::from_ref(&err)).certain_break(&slo, &[]),
-            None,
-            "1/20 = 5% is allowed"
-        );
-        assert_eq!(
-            tally(20, &[err.clone(), err]).certain_break(&slo, &[]),
-            Some(Breach::Errors)
-        );
-    }
-
-    #[test]
-    fn latency_needs_enough_slow_requests_for_the_interpolated_p95() {
-        // 8 planned: rank h = 7 * 0.95 = 6.65; p95 = x6 + 0.65 (x7 - x6).
-        let slo = slo(1000, 1.0, 1.0);
-        // One slow request of 8: with 7 zeros, x6 = 0, x7 = 10 s -> 6.5 s > 1 s.
-        assert_eq!(
-            tally(8, &[ok(10_000)]).certain_break(&slo, &[]),
-            Some(Breach::Latency)
-        );
-        // One at 1.5 s: 0.65 * 1.5 = 0.975 s, not certain (the rest may be fast).
-        assert_eq!(tally(8, &[ok(1500)]).certain_break(&slo, &[]), None);
-        // One at 1.54 s: 1.001 s, certain.
-        assert_eq!(
-            tally(8, &[ok(1540)]).certain_break(&slo, &[]),
-            Some(Breach::Latency)
-        );
-        // 20 planned: h = 18.05: x18 + 0.05 (x19 - x18): one slow one needs
-        // to be over 20x the limit, two over it.
-        let slo20 = slo;
-        assert_eq!(tally(20, &[ok(19_000)]).certain_break(&slo20, &[]), None);
-        assert_eq!(
-            tally(20, &[ok(21_000)]).certain_break(&slo20, &[]),
-            Some(Breach::Latency)
-        );
-        assert_eq!(
-            tally(20, &[ok(1100), ok(1100)]).certain_break(&slo20, &[]),
-            Some(Breach::Latency)
-        );
-    }
-
-    #[test]
-    fn failures_and_shed_requests_leave_the_latency_set() {
-        // A shed request may not count as a fast one: it leaves the set.
-        let slo = slo(1000, 1.0, 1.0);
-        let shed = Sample::failed(Outcome::Shed, Some(503), "busy");
-        let full: Vec<Sample> = vec![ok(1500), shed.clone(), shed.clone(), shed.clone()];
-        // Full level: only 1.5 s in the set, p95 = 1.5 s: a break.
-        assert!(!summarize_level(4, &full, Duration::from_secs(1), &slo).within_slo);
-        // With three zeros instead: 0.85 * 1.5 = 1.275 s, certain already.
-        assert_eq!(
-            tally(4, &full[..1]).certain_break(&slo, &[]),
-            Some(Breach::Latency)
-        );
-    }
-
-    #[test]
-    fn in_flight_floors_count_and_never_exceed_what_is_pending() {
-        let slo = slo(1000, 1.0, 1.0);
-        // 20 planned, nothing ended; two in flight certain to take 2 s.
-        let t = Tally::new(20);
-        assert_eq!(t.certain_break(&slo, &[]), None);
-        assert_eq!(t.certain_break(&slo, &[2.0]), None);
-        assert_eq!(t.certain_break(&slo, &[2.0, 2.0]), Some(Breach::Latency));
-        // More floors than requests pending are ignored beyond the count.
-        let t = tally(20, &vec![ok(10); 19]);
-        assert_eq!(t.certain_break(&slo, &[5.0, 5.0]), None);
+    fn shed() -> Sample {
+        Sample::failed(Outcome::Shed, Some(503), "busy")
     }
 
     /// A failure after `ms`: it counts in the decision with that time.
@@ -258,57 +306,218 @@ mod tests {
         s
     }
 
+    fn tally(planned: u64, slo: &Slo, samples: &[Sample]) -> Tally {
+        let mut t = Tally::new(planned, slo, 0.95, Counts::default(), &[]);
+        samples.iter().for_each(|s| t.record(s));
+        t
+    }
+
     #[test]
-    fn failures_count_in_the_latency_with_the_time_they_took() {
-        // 8 planned: a protocol error after 10 s is as slow as a success
-        // after 10 s (the errors allowed, the latency is certain).
-        let slo = slo(1000, 1.0, 1.0);
-        let err = failed(Outcome::ProtocolError, 10_000);
+    fn a_break_on_a_ratio_needs_evidence_not_one_request() {
+        // 8 planned at 5%: P(>= 2 of 8 | 5%) = 0.057, P(>= 3) = 0.006.
+        let slo = slo(1000, 0.05, 0.05);
+        assert_eq!(tally(8, &slo, &[shed(), shed()]).certain_break(&[]), None);
         assert_eq!(
-            tally(8, &[err]).certain_break(&slo, &[]),
-            Some(Breach::Latency)
+            tally(8, &slo, &[shed(), ok(10), shed(), shed()]).certain_break(&[]),
+            Some(Breach::Shed)
         );
-        // A fast failure is a fast sample: nothing certain yet.
-        let quick = failed(Outcome::HttpError, 5);
+        let limited = Sample::failed(Outcome::RateLimited, Some(429), "slow down");
         assert_eq!(
-            tally(8, std::slice::from_ref(&quick)).certain_break(&slo, &[]),
+            tally(8, &slo, &[shed(), limited, shed()]).certain_break(&[]),
+            Some(Breach::Shed),
+            "429 counts against the shed ratio"
+        );
+        let err = failed(Outcome::ProtocolError, 5);
+        // 20 planned: 3 errors are within chance of 5%, 4 are not.
+        assert_eq!(
+            tally(20, &slo, &vec![err.clone(); 3]).certain_break(&[]),
             None
         );
-        // Caught by the error ratio instead.
         assert_eq!(
-            tally(8, &[quick]).certain_break(&self::slo(1000, 1.0, 0.1), &[]),
+            tally(20, &slo, &vec![err; 4]).certain_break(&[]),
             Some(Breach::Errors)
         );
     }
 
     #[test]
-    fn a_finished_level_without_any_latency_is_left_to_the_full_verdict() {
-        let shed = Sample::failed(Outcome::Shed, Some(503), "busy");
-        let t = tally(1, &[shed]);
-        // Caught by the shed ratio; the p95 alone would be None.
+    fn one_error_of_eight_is_undecided_and_more_requests_decide() {
+        let slo = slo(1000, 0.05, 0.05);
+        let mut samples = vec![ok(10); 7];
+        samples.push(failed(Outcome::HttpError, 5));
+        let v = decide(&[], &Counts::of(&samples, &slo), &slo, 0.95);
+        assert_eq!(v.decision, Decision::Undecided);
+        assert_eq!(v.decided_by, Some(Basis::Errors));
+        assert_eq!(v.requests, 8);
+        // 8 more, clean: 1 of 16 is still over 5%; 1 of 24 is not.
+        samples.extend(vec![ok(10); 8]);
+        let v = decide(&[], &Counts::of(&samples, &slo), &slo, 0.95);
+        assert_eq!(v.decision, Decision::Undecided);
+        samples.extend(vec![ok(10); 8]);
+        let v = decide(&[], &Counts::of(&samples, &slo), &slo, 0.95);
         assert_eq!(
-            t.certain_break(&slo(1000, 0.5, 1.0), &[]),
-            Some(Breach::Shed)
+            (v.decision, v.decided_by, v.requests),
+            (Decision::Pass, None, 24)
         );
-        assert_eq!(t.lowest_p95(&[]), None);
-        assert_eq!(t.certain_break(&slo(1000, 1.0, 1.0), &[]), None);
+        // A clean level passes on its planned count, as before.
+        let v = decide(&[], &Counts::of(&vec![ok(10); 8], &slo), &slo, 0.95);
+        assert_eq!(v.decision, Decision::Pass);
+        // Three errors of eight: a break.
+        let mut bad = vec![ok(10); 5];
+        bad.extend(vec![failed(Outcome::Timeout, 5); 3]);
+        let v = decide(&[], &Counts::of(&bad, &slo), &slo, 0.95);
+        assert_eq!(
+            (v.decision, v.decided_by),
+            (Decision::Break, Some(Basis::Errors))
+        );
+        assert!(v.lower_bounds.error_ratio > 0.05);
     }
 
     #[test]
-    fn cancelled_requests_count_in_no_ratio() {
-        let mut samples = vec![ok(10); 7];
-        samples.push(Sample::failed(Outcome::Cancelled, None, "cancelled"));
-        let l = summarize_level(8, &samples, Duration::from_secs(1), &slo(1000, 0.0, 0.0));
-        assert_eq!(l.error_ratio, 0.0);
-        assert!(l.within_slo);
-        assert_eq!(l.outcomes["cancelled"], 1);
+    fn one_slow_request_of_eight_does_not_break_the_p95_but_a_rise_does() {
+        let slo = slo(1000, 0.05, 0.05);
+        let mut one_slow = vec![ok(100); 7];
+        one_slow.push(ok(10_000));
+        let v = decide(&[], &Counts::of(&one_slow, &slo), &slo, 0.95);
+        assert_eq!(
+            (v.decision, v.decided_by),
+            (Decision::Undecided, Some(Basis::P95Latency))
+        );
+        assert_eq!(tally(8, &slo, &one_slow).certain_break(&[]), None);
+        // 16 more fast ones (the ceiling's next passes): it passes.
+        one_slow.extend(vec![ok(100); 16]);
+        let v = decide(&[], &Counts::of(&one_slow, &slo), &slo, 0.95);
+        assert_eq!(v.decision, Decision::Pass);
+        // Every request slower than the limit: a break, certain after 3 of 8
+        // (x(6) of 8 is the lower bound of the p95).
+        let slow = vec![ok(1500); 8];
+        let v = decide(&[], &Counts::of(&slow, &slo), &slo, 0.95);
+        assert_eq!(
+            (v.decision, v.decided_by),
+            (Decision::Break, Some(Basis::P95Latency))
+        );
+        assert_eq!(tally(8, &slo, &slow[..2]).certain_break(&[]), None);
+        assert_eq!(
+            tally(8, &slo, &slow[..3]).certain_break(&[]),
+            Some(Breach::Latency)
+        );
+    }
+
+    #[test]
+    fn in_flight_floors_over_the_limit_count_and_never_exceed_what_is_pending() {
+        let slo = slo(1000, 1.0, 1.0);
+        let t = tally(8, &slo, &[]);
+        assert_eq!(t.certain_break(&[2.0, 2.0]), None);
+        assert_eq!(t.certain_break(&[2.0, 2.0, 2.0]), Some(Breach::Latency));
+        assert_eq!(t.certain_break(&[0.9, 0.9, 0.9]), None, "under the limit");
+        // Floors beyond the requests pending are ignored.
+        let t = tally(8, &slo, &vec![ok(10); 7]);
+        assert_eq!(t.certain_break(&[5.0, 5.0, 5.0]), None);
+    }
+
+    #[test]
+    fn failures_count_in_the_latency_with_the_time_they_took() {
+        let slo = slo(1000, 1.0, 1.0);
+        let slow_errors = vec![failed(Outcome::ProtocolError, 10_000); 3];
+        assert_eq!(
+            tally(8, &slo, &slow_errors).certain_break(&[]),
+            Some(Breach::Latency)
+        );
+        let quick = vec![failed(Outcome::HttpError, 5); 3];
+        assert_eq!(tally(8, &slo, &quick).certain_break(&[]), None);
+        assert_eq!(
+            tally(8, &self::slo(1000, 1.0, 0.1), &quick).certain_break(&[]),
+            Some(Breach::Errors)
+        );
+    }
+
+    #[test]
+    fn shed_and_cancelled_requests_leave_the_latency_set() {
+        let slo = slo(1000, 1.0, 1.0);
+        let c = Counts::of(
+            &[
+                ok(1500),
+                shed(),
+                Sample::failed(Outcome::Cancelled, None, "cancelled"),
+            ],
+            &slo,
+        );
+        assert_eq!((c.ended, c.timed, c.slow, c.shed), (2, 1, 1, 1));
+        // A level where nothing succeeded breaks at its end.
+        let v = decide(&[], &Counts::of(&[shed()], &slo), &slo, 0.95);
+        assert_eq!(
+            (v.decision, v.decided_by),
+            (Decision::Break, Some(Basis::NoSuccess))
+        );
+    }
+
+    /// `n` counts of one earlier sweep: `bad` of them failed.
+    fn sweep_counts(n: u64, bad: u64) -> Counts {
+        Counts {
+            ended: n,
+            ok: n - bad,
+            shed: 0,
+            failed: bad,
+            timed: n,
+            slow: 0,
+        }
+    }
+
+    #[test]
+    fn pooled_evidence_decides_what_one_sweep_cannot() {
+        let slo = slo(1000, 0.05, 0.05);
+        // 15% errors: one clean sweep of 8 alone passes; pooled with seven
+        // earlier sweeps (9 errors in 56) it breaks.
+        let window = vec![
+            sweep_counts(8, 1),
+            sweep_counts(8, 2),
+            sweep_counts(8, 1),
+            sweep_counts(8, 0),
+            sweep_counts(8, 2),
+            sweep_counts(8, 1),
+            sweep_counts(8, 2),
+        ];
+        let clean = sweep_counts(8, 0);
+        assert_eq!(decide(&[], &clean, &slo, 0.95).decision, Decision::Pass);
+        let v = decide(&window, &clean, &slo, 0.95);
+        assert_eq!(
+            (v.decision, v.decided_by),
+            (Decision::Break, Some(Basis::Errors))
+        );
+        assert_eq!((v.requests, v.pooled_sweeps, v.change_seen), (64, 7, false));
+        // 2%: one error in this sweep's 8 is undecided alone, a pass pooled.
+        let window = vec![sweep_counts(8, 0); 7];
+        let one = sweep_counts(8, 1);
+        assert_eq!(decide(&[], &one, &slo, 0.95).decision, Decision::Undecided);
+        assert_eq!(decide(&window, &one, &slo, 0.95).decision, Decision::Pass);
+    }
+
+    #[test]
+    fn a_change_drops_the_pool_both_ways() {
+        let slo = slo(1000, 0.05, 0.05);
+        // Capacity dropped: 18 of 20 shed where 168 requests were clean.
+        let window = vec![sweep_counts(24, 0); 7];
+        let mut dropped = sweep_counts(20, 0);
+        dropped.shed = 18;
+        dropped.ok = 2;
+        dropped.timed = 2;
+        let v = decide(&window, &dropped, &slo, 0.95);
+        assert_eq!(
+            (v.decision, v.decided_by),
+            (Decision::Break, Some(Basis::Shed))
+        );
+        assert!(v.change_seen);
+        assert_eq!((v.requests, v.pooled_sweeps), (20, 0));
+        // Capacity came back: a clean sweep after sweeps that shed 18 of 20.
+        let window = vec![dropped; 7];
+        let v = decide(&window, &sweep_counts(24, 0), &slo, 0.95);
+        assert_eq!((v.decision, v.change_seen), (Decision::Pass, true));
     }
 
     /// A request of a recorded level: its outcome and latency.
     fn sample_from(kind: u8, ms: u64) -> Sample {
         match kind {
             0..=5 => ok(ms),
-            6 => Sample::failed(Outcome::Shed, Some(503), "busy"),
+            6 => shed(),
             7 => Sample::failed(Outcome::RateLimited, Some(429), "slow"),
             8 => failed(Outcome::Timeout, ms),
             _ => failed(Outcome::ProtocolError, ms),
@@ -317,8 +526,8 @@ mod tests {
 
     /// Levels as they are recorded: mostly fast requests, with bursts of
     /// slow ones, sheds and failures; latencies often exactly at the limit
-    /// (1000 ms) so the boundary of the interpolation is hit.
-    fn level_strategy() -> impl Strategy<Value = Vec<(u8, u64)>> {
+    /// (1000 ms) so the boundary is hit.
+    fn level_strategy(max: usize) -> impl Strategy<Value = Vec<(u8, u64)>> {
         let latency = prop_oneof![
             4 => 1u64..1000,
             2 => Just(1000u64),
@@ -326,8 +535,8 @@ mod tests {
             2 => 1000u64..2500,
             1 => 2500u64..30_000,
         ];
-        let kind = prop_oneof![12 => 0u8..6, 1 => 6u8..8, 1 => 8u8..10];
-        prop::collection::vec((kind, latency), 1..60)
+        let kind = prop_oneof![8 => 0u8..6, 1 => 6u8..8, 1 => 8u8..10];
+        prop::collection::vec((kind, latency), 1..max)
     }
 
     fn slo_strategy() -> impl Strategy<Value = Slo> {
@@ -339,94 +548,160 @@ mod tests {
             .prop_map(|(p, s, e)| slo(p, s, e))
     }
 
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(1500))]
+    /// An early verdict under test: from the tally and the floors in flight.
+    type Early = fn(&Tally, &[f64]) -> Option<Breach>;
 
-        /// Whenever the early verdict fires at some prefix, with any of the
-        /// requests after it in flight at a floor it is certain to reach,
-        /// the full level breaks the SLO.
+    /// One pass of `samples` after `before` (this sweep) and `window`
+    /// (earlier sweeps), judged against `slo` at `confidence`.
+    struct Case<'a> {
+        samples: &'a [Sample],
+        before: &'a [Sample],
+        window: &'a [Counts],
+        slo: Slo,
+        confidence: f64,
+    }
+
+    /// Err when `early` fires at some prefix of the case, with the next
+    /// `in_flight` requests in flight at a floor below what each reaches
+    /// (`floor_share` of it), although the full verdict is no break.
+    /// Ok(fired) otherwise.
+    fn check(
+        early: Early,
+        case: &Case,
+        in_flight: usize,
+        floor_share: f64,
+    ) -> Result<bool, String> {
+        let Case {
+            samples,
+            before,
+            window,
+            slo,
+            confidence,
+        } = *case;
+        let b = Counts::of(before, &slo);
+        let full = decision(
+            window,
+            &(b + Counts::of(samples, &slo)),
+            &slo,
+            1.0 - confidence,
+        );
+        let mut t = Tally::new(samples.len() as u64, &slo, confidence, b, window);
+        for k in 0..=samples.len() {
+            let floors: Vec<f64> = samples[k..]
+                .iter()
+                .take(in_flight)
+                .map(|s| s.decision_seconds().map_or(0.0, |v| v * floor_share))
+                .collect();
+            if let Some(why) = early(&t, &floors) {
+                if full.decision != Decision::Break {
+                    return Err(format!(
+                        "early {why:?} at {k} of {}, but the full verdict is {:?}",
+                        samples.len(),
+                        full.decision
+                    ));
+                }
+                return Ok(true);
+            }
+            if let Some(s) = samples.get(k) {
+                t.record(s);
+            }
+        }
+        Ok(false)
+    }
+
+    fn right(t: &Tally, floors: &[f64]) -> Option<Breach> {
+        t.certain_break(floors)
+    }
+
+    /// A plausible mistake: testing the counts so far over the requests
+    /// ended so far, as if no request were pending.
+    fn wrong(t: &Tally, _: &[f64]) -> Option<Breach> {
+        let now = t.before + t.now;
+        (binomial::over_limit(now.shed, now.ended, t.slo.max_shed_ratio, t.alpha)
+            || binomial::over_limit(now.failed, now.ended, t.slo.max_error_ratio, t.alpha))
+        .then_some(Breach::Shed)
+    }
+
+    fn samples_of(level: &[(u8, u64)]) -> Vec<Sample> {
+        level.iter().map(|&(k, ms)| sample_from(k, ms)).collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+
+        /// Whenever the early verdict fires, the full verdict of the pass
+        /// is a break: with or without earlier passes and a pool, at any
+        /// confidence, whatever the full verdict makes of the pool.
         #[test]
         fn early_verdict_is_the_full_verdict(
-            level in level_strategy(),
+            level in level_strategy(60),
+            before in prop_oneof![Just(vec![]), level_strategy(20)],
+            window in prop::collection::vec(level_strategy(30), 0..4),
             slo in slo_strategy(),
+            confidence in prop_oneof![Just(0.95), Just(0.9), Just(0.99)],
             in_flight in 0usize..8,
             floor_share in 0.0f64..=1.0,
         ) {
-            let samples: Vec<Sample> = level.iter().map(|&(k, ms)| sample_from(k, ms)).collect();
-            let n = samples.len() as u64;
-            let full = summarize_level(4, &samples, Duration::from_secs(1), &slo).within_slo;
-            let mut t = Tally::new(n);
-            for k in 0..=samples.len() {
-                // The next `in_flight` requests are in flight: a floor below
-                // the latency each will reach where it stays in the set.
-                let floors: Vec<f64> = samples[k..]
-                    .iter()
-                    .take(in_flight)
-                    .map(|s| level::decision_seconds(s).map_or(0.0, |v| v * floor_share))
-                    .collect();
-                if let Some(why) = t.certain_break(&slo, &floors) {
-                    prop_assert!(!full, "early {why:?} at {k} of {n}, but the full level passed");
-                }
-                if let Some(s) = samples.get(k) {
-                    t.record(s);
-                }
-            }
-            // At the end, the early verdict is the full one for the ratios
-            // and the latency (a level without any latency, or without any
-            // success, aside: only its end can tell).
-            let end = t.certain_break(&slo, &[]);
-            let any_ok = samples.iter().any(|s| s.outcome == Outcome::Ok);
-            if t.lowest_p95(&[]).is_some() && any_ok {
-                let limit = slo.p95_latency.as_secs_f64();
-                let p = t.lowest_p95(&[]).unwrap_or(0.0);
-                let at_boundary = p > limit && p <= limit * (1.0 + LATENCY_MARGIN);
-                if !at_boundary {
-                    prop_assert_eq!(end.is_some(), !full);
-                }
+            let samples = samples_of(&level);
+            let before = samples_of(&before);
+            let window: Vec<Counts> = window.iter().map(|w| Counts::of(&samples_of(w), &slo)).collect();
+            let case = Case { samples: &samples, before: &before, window: &window, slo, confidence };
+            let r = check(right, &case, in_flight, floor_share);
+            prop_assert!(r.is_ok(), "{}", r.unwrap_err());
+            // Alone, at the end, the early verdict is the full one on the
+            // three tests (no success aside: only the end can tell).
+            if window.is_empty() && before.is_empty() {
+                let mut t = Tally::new(samples.len() as u64, &slo, confidence, Counts::default(), &[]);
+                samples.iter().for_each(|s| t.record(s));
+                let full = decide(&[], &Counts::of(&samples, &slo), &slo, confidence);
+                let by_test = full.decision == Decision::Break
+                    && full.decided_by != Some(Basis::NoSuccess);
+                prop_assert_eq!(t.certain_break(&[]).is_some(), by_test);
             }
         }
     }
 
     #[test]
-    fn small_levels_match_the_full_verdict_exhaustively() {
-        // Every level of 6 to 8 requests, in every order, built from a fast
-        // request, one exactly at the limit, a slow one (that one of them
-        // alone, among fast ones, does not break the p95 of 6 to 8) and a
-        // shed: the interpolation between ranks 4 and 7 is where an
-        // off-by-one would show.
+    fn small_levels_match_the_full_verdict_exhaustively_and_the_check_can_fail() {
+        // Every level of 6 or 7 requests, in every order, built from a fast
+        // request, one exactly at the limit, a slow one and a shed, alone
+        // and after a pool of 16 clean requests: the early verdict fires
+        // often and never on a level that does not break, while a verdict
+        // that forgets the pending requests is caught.
         let slo = slo(1000, 0.2, 0.2);
-        let kinds = [
-            ok(100),
-            ok(1000),
-            ok(1200),
-            Sample::failed(Outcome::Shed, Some(503), "busy"),
-        ];
-        let mut fired = 0;
-        for n in 6..=8u32 {
-            for code in 0..(kinds.len() as u64).pow(n) {
-                let mut c = code;
-                let samples: Vec<Sample> = (0..n)
-                    .map(|_| {
-                        let s = kinds[(c % kinds.len() as u64) as usize].clone();
-                        c /= kinds.len() as u64;
-                        s
-                    })
-                    .collect();
-                let full = summarize_level(4, &samples, Duration::from_secs(1), &slo).within_slo;
-                let mut t = Tally::new(n as u64);
-                for s in &samples {
-                    if t.certain_break(&slo, &[]).is_some() {
-                        assert!(
-                            !full,
-                            "fired early on a passing level: {n} requests, code {code}"
-                        );
-                        fired += 1;
-                        break;
+        let kinds = [ok(100), ok(1000), ok(1200), shed()];
+        let pools = [vec![], vec![sweep_counts(16, 0)]];
+        let (mut fired, mut caught) = (0, 0);
+        for window in &pools {
+            for n in 6..=7u32 {
+                for code in 0..(kinds.len() as u64).pow(n) {
+                    let mut c = code;
+                    let samples: Vec<Sample> = (0..n)
+                        .map(|_| {
+                            let s = kinds[(c % kinds.len() as u64) as usize].clone();
+                            c /= kinds.len() as u64;
+                            s
+                        })
+                        .collect();
+                    let case = Case {
+                        samples: &samples,
+                        before: &[],
+                        window,
+                        slo,
+                        confidence: 0.95,
+                    };
+                    match check(right, &case, 0, 0.0) {
+                        Ok(true) => fired += 1,
+                        Ok(false) => {}
+                        Err(e) => panic!("{n} requests, code {code}: {e}"),
                     }
-                    t.record(s);
+                    if check(wrong, &case, 0, 0.0).is_err() {
+                        caught += 1;
+                    }
                 }
             }
         }
-        assert!(fired > 1000, "the verdict fired early {fired} times");
+        assert!(fired > 5000, "the verdict fired early {fired} times");
+        assert!(caught > 1000, "the wrong verdict was caught {caught} times");
     }
 }

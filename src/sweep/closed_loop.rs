@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Barrier, OwnedSemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Slo;
 use crate::stats::level::Span;
 use crate::stats::sample::{Outcome, Sample};
 use crate::stats::verdict::{Breach, Tally};
@@ -56,7 +55,6 @@ pub(crate) struct Measured {
 
 /// The early verdict shared by the loops of one level.
 struct Judge {
-    slo: Slo,
     /// The tally and the verdict, once reached.
     state: Mutex<(Tally, Option<Breach>)>,
     /// Cancels the level's requests, in flight and not yet sent, once decided.
@@ -74,7 +72,7 @@ impl Judge {
         let (tally, stopped) = &mut *state;
         tally.record(s);
         if stopped.is_none() {
-            if let Some(b) = tally.certain_break(&self.slo, &[]) {
+            if let Some(b) = tally.certain_break(&[]) {
                 *stopped = Some(b);
                 self.decided.cancel();
             }
@@ -113,22 +111,21 @@ impl Run {
     }
 
     /// Keeps exactly `concurrency` requests in flight until `n` were sent,
-    /// from places the caller holds; with `early_stop`, only until the level
-    /// is certain to break that SLO (its requests in flight then end as
-    /// `cancelled`).
+    /// from places the caller holds; with `early_stop` (a tally of `n`
+    /// requests), only until the pass is certain to give a break (its
+    /// requests in flight then end as `cancelled`).
     pub(crate) async fn level(
         &self,
         concurrency: u32,
         n: u64,
         pass: Pass,
-        early_stop: Option<&Slo>,
+        early_stop: Option<Tally>,
     ) -> Measured {
         let next = Arc::new(AtomicU64::new(0));
         let decided = self.cancel.child_token();
-        let judge = early_stop.map(|slo| {
+        let judge = early_stop.map(|tally| {
             Arc::new(Judge {
-                slo: *slo,
-                state: Mutex::new((Tally::new(n), None)),
+                state: Mutex::new((tally, None)),
                 decided: decided.clone(),
             })
         });

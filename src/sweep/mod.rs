@@ -22,9 +22,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Target;
 use crate::stats::carry;
+use crate::stats::evidence::{self, Evidence};
 use crate::stats::level;
-use crate::stats::report::{LevelSummary, SweepKind, SweepReport, WorkloadReport};
+use crate::stats::report::{
+    Basis, Counts, Decision, LevelSummary, SweepKind, SweepReport, Verdict, WorkloadReport,
+};
 use crate::stats::sample::Outcome;
+use crate::stats::verdict::{self, Breach, Tally};
 use crate::sweep::ladder::{Ladder, WarmStart};
 use closed_loop::Pass;
 pub use env::{NoObserver, Observer, SweepEnv};
@@ -42,6 +46,8 @@ pub struct Prior<'a> {
     /// The loop's latest successful sweep: the levels it measured stand in
     /// for those this one does not run (on the same server only).
     pub good: Option<&'a SweepReport>,
+    /// What its earlier sweeps saw at each level, pooled into the verdicts.
+    pub evidence: Option<&'a Evidence>,
 }
 
 /// Pause after a level that stopped early, before the next one: the
@@ -151,6 +157,11 @@ pub async fn run_after(
                     let limit = u64::from(w.max_completion_tokens);
                     let watch = choice.watch(limit).map(Arc::new);
                     let requests = Requests::for_sweep(target, w, base_url, choice.field());
+                    let pool = |level| {
+                        prior
+                            .evidence
+                            .map_or_else(Default::default, |e| e.prior(&setup, &w.name, level))
+                    };
                     let run = run_workload(
                         env,
                         &cancel,
@@ -159,6 +170,7 @@ pub async fn run_after(
                         start.as_ref(),
                         watch.clone(),
                         earlier,
+                        &pool,
                     );
                     let measured = run.await;
                     checked += watch.as_ref().map_or(0, |w| w.bounded());
@@ -269,6 +281,9 @@ fn unreachable_error(workloads: &[WorkloadReport]) -> Option<String> {
 /// Runs one workload: warm-up, then its levels. Err: an answer showed that
 /// the field sent does not bound the output (why), and the workload is
 /// abandoned where it was.
+// The workload's own inputs and the two things its loop knows (the last good
+// sweep's levels, the pooled evidence): grouping them would only rename them.
+#[allow(clippy::too_many_arguments)]
 async fn run_workload(
     env: &SweepEnv,
     cancel: &CancellationToken,
@@ -277,6 +292,7 @@ async fn run_workload(
     warm: Option<&WarmStart>,
     watch: Option<Arc<output_limit::Watch>>,
     earlier: Option<Earlier<'_>>,
+    pool: &(dyn Fn(u32) -> evidence::Prior + Sync),
 ) -> Result<WorkloadReport, String> {
     let requests = Arc::new(requests);
     let target = requests.target.clone();
@@ -308,7 +324,6 @@ async fn run_workload(
     // start skips those up to half the last knee), then the refinement
     // probes; each verdict decides the next.
     let mut ladder = Ladder::new(&target.levels, target.refine_resolution, warm);
-    let early_stop = target.early_stop.then_some(&target.slo);
     let mut levels: Vec<LevelSummary> = Vec::new();
     let mut not_measured = None;
     // Levels whose places other targets held: "not measured", not a break.
@@ -367,7 +382,8 @@ async fn run_workload(
         }
         env.observer
             .level_started(&target, &workload, concurrency, n);
-        let measured = run.level(concurrency, n, Pass::Counted, early_stop).await;
+        let pooled = pool(concurrency);
+        let judged = judge_level(&run, &target, concurrency, n, &pooled).await;
         drop(places);
         if let Some(why) = unbounded() {
             return Err(why);
@@ -379,16 +395,25 @@ async fn run_workload(
             ));
             break;
         }
+        let Judged {
+            measured,
+            first_spans,
+            planned,
+            verdict,
+        } = judged;
         let mut summary =
             level::summarize_level(concurrency, &measured.samples, measured.wall, &target.slo);
-        level::judge_concurrency(&mut summary, &measured.spans);
+        // Judged on the first pass: between passes the loop drains by design.
+        level::judge_concurrency(&mut summary, &first_spans);
         summary.measured_at_unix_seconds = unix_now();
         summary.role = role;
-        summary.planned_requests = n;
+        summary.planned_requests = planned;
+        summary.within_slo = verdict.counted_as == Decision::Pass;
+        summary.verdict = Some(verdict);
         if let Some(breach) = measured.stopped {
             // Certain to break in full (stats::verdict): the partial level
             // is judged as the full one would be.
-            level::mark_stopped_early(&mut summary, breach, n);
+            level::mark_stopped_early(&mut summary, breach, planned);
         }
         settle = summary.stopped_early.is_some();
         ladder.record(concurrency, summary.within_slo && summary.kept_concurrency);
@@ -478,6 +503,82 @@ fn unix_now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
+/// What the passes over one level measured, and their verdict.
+struct Judged {
+    /// Every pass's samples, walls added; `stopped` from the last pass.
+    measured: closed_loop::Measured,
+    /// The spans of the first pass (the planned count).
+    first_spans: Vec<level::Span>,
+    /// Requests the passes were to send in all.
+    planned: u64,
+    verdict: Verdict,
+}
+
+/// Runs the counted passes over a level from places the caller holds: its
+/// planned count `n`, then, while the verdict (pooled with what earlier
+/// sweeps saw, `prior`) is undecided, `n` more, up to the target's
+/// `verdict_ceiling` times `n`. Still undecided, the level counts as it was
+/// last decided on this server, or as a break when it never was.
+async fn judge_level(
+    run: &closed_loop::Run,
+    target: &Target,
+    concurrency: u32,
+    n: u64,
+    prior: &evidence::Prior,
+) -> Judged {
+    let window = &prior.window;
+    let ceiling = n.saturating_mul(u64::from(target.verdict_ceiling.max(1)));
+    let mut all = closed_loop::Measured {
+        samples: Vec::new(),
+        wall: Duration::ZERO,
+        spans: Vec::new(),
+        stopped: None,
+    };
+    let mut first_spans = None;
+    let mut before = Counts::default();
+    let mut planned = 0;
+    loop {
+        let step = n.min(ceiling - planned);
+        let tally = target
+            .early_stop
+            .then(|| Tally::new(step, &target.slo, target.verdict_confidence, before, window));
+        let pass = run.level(concurrency, step, Pass::Counted, tally).await;
+        planned += step;
+        before = before + Counts::of(&pass.samples, &target.slo);
+        all.wall += pass.wall;
+        all.stopped = pass.stopped;
+        first_spans.get_or_insert_with(|| pass.spans.clone());
+        all.spans.extend(pass.spans);
+        all.samples.extend(pass.samples);
+        let mut verdict = verdict::decide(window, &before, &target.slo, target.verdict_confidence);
+        if let Some(breach) = all.stopped {
+            verdict.decision = Decision::Break;
+            verdict.counted_as = Decision::Break;
+            verdict.decided_by = Some(match breach {
+                Breach::Shed => Basis::Shed,
+                Breach::Errors => Basis::Errors,
+                Breach::Latency => Basis::P95Latency,
+            });
+        }
+        if verdict.decision == Decision::Undecided && !verdict.change_seen {
+            verdict.counted_as = prior.last_decided.unwrap_or(Decision::Break);
+        }
+        let more = verdict.decision == Decision::Undecided
+            && planned < ceiling
+            && !run.cancel.is_cancelled()
+            // An answer over the output limit restarts the workload anyway.
+            && run.watch.as_ref().map_or(true, |w| w.unbounded().is_none());
+        if !more {
+            return Judged {
+                measured: all,
+                first_spans: first_spans.unwrap_or_default(),
+                planned,
+                verdict,
+            };
+        }
+    }
+}
+
 fn slo_breach(l: &LevelSummary, target: &Target) -> String {
     let slo = &target.slo;
     let mut why = Vec::new();
@@ -514,5 +615,27 @@ fn slo_breach(l: &LevelSummary, target: &Target) -> String {
             l.planned_requests
         ));
     }
+    if let Some(v) = &l.verdict {
+        why.push(evidence_text(v));
+    }
     format!("concurrency {}: {}", l.concurrency, why.join(", "))
+}
+
+/// What a verdict that did not pass rests on, in words.
+fn evidence_text(v: &Verdict) -> String {
+    let by = v.decided_by.map_or("", |b| b.as_str()).replace('_', " ");
+    let pooled = match v.pooled_sweeps {
+        0 => String::new(),
+        1 => " (1 earlier sweep pooled)".to_string(),
+        n => format!(" ({n} earlier sweeps pooled)"),
+    };
+    let confidence = v.confidence * 100.0;
+    match v.decision {
+        Decision::Undecided => format!(
+            "undecided: {by} over its limit but not at {confidence}% confidence after {} requests{pooled} \
+             (verdict_ceiling reached; counted as a break: never decided here, or the server changed)",
+            v.requests
+        ),
+        _ => format!("{by} decided at {confidence}% confidence on {} requests{pooled}", v.requests),
+    }
 }

@@ -67,6 +67,12 @@ pub struct SimConfig {
     /// Fraction (0-1) of the other requests whose connection is cut mid-stream.
     #[serde(default)]
     pub reset_ratio: Option<f64>,
+    /// Fraction (0-1) of the admitted requests held `slow_delay` before answering.
+    #[serde(default)]
+    pub slow_ratio: Option<f64>,
+    /// How long those requests are held (default 0s).
+    #[serde(default, with = "humantime_serde")]
+    pub slow_delay: Option<Duration>,
     /// Prompt tokens the prefix cache holds (0: no prefix cache).
     #[serde(default)]
     pub prefix_cache_tokens: Option<u64>,
@@ -101,6 +107,8 @@ impl Default for SimConfig {
             fail_ratio: None,
             fail_status: None,
             reset_ratio: None,
+            slow_ratio: None,
+            slow_delay: None,
             prefix_cache_tokens: None,
             reasoning_tokens: None,
             reasoning_field: None,
@@ -136,6 +144,8 @@ impl SimConfig {
             fail_ratio,
             fail_status,
             reset_ratio,
+            slow_ratio,
+            slow_delay,
             prefix_cache_tokens,
             reasoning_tokens,
             reasoning_field
@@ -211,7 +221,11 @@ fn check(p: &SimParams) -> Vec<String> {
     if p.default_max_tokens == 0 {
         bad("default_max_tokens", "must be at least 1".into());
     }
-    for (field, r) in [("fail_ratio", p.fail_ratio), ("reset_ratio", p.reset_ratio)] {
+    for (field, r) in [
+        ("fail_ratio", p.fail_ratio),
+        ("reset_ratio", p.reset_ratio),
+        ("slow_ratio", p.slow_ratio),
+    ] {
         if !(0.0..=1.0).contains(&r) {
             bad(field, format!("must be between 0 and 1 (got {r})"));
         }

@@ -65,6 +65,11 @@ pub struct SimParams {
     pub fail_status: u16,
     /// Fraction of the remaining requests whose connection is cut mid-stream.
     pub reset_ratio: f64,
+    /// Fraction of the admitted requests held `slow_delay` before their
+    /// answer starts (rare latency outliers).
+    pub slow_ratio: f64,
+    /// How long an outlier is held.
+    pub slow_delay: Duration,
     /// Prompt tokens kept in the prefix cache (0: no cache): a prompt whose
     /// leading blocks are cached skips their prefill.
     pub prefix_cache_tokens: u64,

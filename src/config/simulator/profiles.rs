@@ -48,6 +48,8 @@ pub(super) fn profile(name: &str) -> Option<SimParams> {
         fail_ratio: 0.0,
         fail_status: 500,
         reset_ratio: 0.0,
+        slow_ratio: 0.0,
+        slow_delay: Duration::ZERO,
         // As vLLM: on by default, in the memory the KV cache does not use.
         prefix_cache_tokens: 65_536,
         reasoning_tokens: 0,

@@ -1,0 +1,180 @@
+//! Verdicts with a stated confidence on seeded simulated engines (issue 24):
+//! one slow request of eight does not break a p95 SLO while a real rise
+//! does; over daemon sweeps (driven in-process through the loop's own
+//! `Memory`, as the daemon does), a 2%-failure engine keeps its knee of 8, a
+//! 15%-failure one is at knee 0, and a capacity drop from 8 to 4 shows
+//! within 4 sweeps.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use llmprobe::config::Target;
+use llmprobe::probe::tls::Clients;
+use llmprobe::schedule::endpoint::{self, Reachable};
+use llmprobe::schedule::memory::Memory;
+use llmprobe::stats::report::{Basis, Decision, SweepReport};
+use llmprobe::sweep::{NoObserver, SweepEnv};
+use support::config::{load, Yaml};
+use support::sweep::sweep_one;
+use tokio_util::sync::CancellationToken;
+
+/// One level of 8 requests (then 8 more at a time while undecided) on the
+/// tiny engine with latency outliers held 600 ms, under a 500 ms p95 SLO.
+fn outlier_config(simulator: &str) -> String {
+    Yaml {
+        warmup_requests: 0,
+        levels: "[1]",
+        requests_per_level: "1x",
+        min_requests_per_level: 8,
+        slo: Some("{ p95_latency: 500ms }"),
+        more_defaults: "  max_tokens_field: max_completion_tokens",
+        rest: &format!("targets:\n  - name: sim\n    simulator: {simulator}"),
+        ..Yaml::default()
+    }
+    .render()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_slow_request_of_eight_does_not_break_the_p95_but_a_rise_does() {
+    // Seed 139 at 5%: of the arrivals, the pool's request (0) is fast, the
+    // third counted one (3) is held, none of the next 32 is.
+    let one = sweep_one(&outlier_config(
+        "{ profile: tiny, slow_ratio: 0.05, slow_delay: 600ms, seed: 139 }",
+    ))
+    .await;
+    let l = &one.workloads[0].levels[0];
+    let v = l.verdict.as_ref().expect("a verdict");
+    assert_eq!(v.counts.slow, 1, "{v:?}");
+    // 1 of 8 and 1 of 16 are over 5% but no evidence; 1 of 24 is within it.
+    assert_eq!((v.decision, v.requests), (Decision::Pass, 24), "{v:?}");
+    assert!(l.within_slo);
+    assert_eq!(one.workloads[0].capacity.knee_concurrency, 1);
+
+    let all = sweep_one(&outlier_config(
+        "{ profile: tiny, slow_ratio: 1, slow_delay: 600ms }",
+    ))
+    .await;
+    let l = &all.workloads[0].levels[0];
+    let v = l.verdict.as_ref().expect("a verdict");
+    assert_eq!(
+        (v.decision, v.decided_by),
+        (Decision::Break, Some(Basis::P95Latency))
+    );
+    // Certain after 3 slow of 8 (x(6) of 8 bounds the p95 from below).
+    assert_eq!(l.requests, 3, "stopped early: {l:?}");
+    assert_eq!(all.workloads[0].capacity.knee_concurrency, 0);
+}
+
+/// The tiny engine (sheds above `capacity` in flight), with short steps,
+/// failing `fail_ratio` of requests at random from `seed`, on the default
+/// levels, request counts and SLO.
+fn daemon_config(capacity: u32, fail_ratio: f64, seed: u64) -> String {
+    Yaml {
+        warmup_requests: 2,
+        levels: "[1, 2, 4, 8, 16]",
+        requests_per_level: "3x",
+        min_requests_per_level: 8,
+        slo: Some("{ p95_latency: 5s, max_shed_ratio: 0.05, max_error_ratio: 0.05 }"),
+        rest: &format!(
+            "targets:\n  - name: sim\n    simulator: {{ profile: tiny, step_base: 4ms, \
+             step_per_sequence: 500us, max_in_flight: {capacity}, fail_ratio: {fail_ratio}, seed: {seed} }}"
+        ),
+        ..Yaml::default()
+    }
+    .render()
+}
+
+/// A target's loop, driven in-process: the daemon's memory between sweeps,
+/// no wait between them.
+struct Loop {
+    env: SweepEnv,
+    memory: Memory,
+}
+
+impl Loop {
+    fn new(target: &Target) -> Self {
+        Loop {
+            env: SweepEnv::new(
+                Clients::new(Duration::from_secs(5)).unwrap(),
+                64,
+                CancellationToken::new(),
+                Arc::new(NoObserver),
+            ),
+            memory: Memory::new(target),
+        }
+    }
+
+    async fn sweep(&mut self, target: &Arc<Target>, at: &Reachable) -> SweepReport {
+        let r = self
+            .memory
+            .sweep(&self.env, target, &at.base_url, Duration::from_secs(60))
+            .await;
+        assert!(r.success, "{:?}", r.error);
+        r
+    }
+}
+
+async fn engine(yaml: &str) -> (Arc<Target>, Reachable) {
+    let target = load(yaml).targets[0].clone();
+    let at = endpoint::reach(&target).await.unwrap();
+    (target, at)
+}
+
+fn knee(r: &SweepReport) -> u32 {
+    r.workloads[0].capacity.knee_concurrency
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_percent_failures_keep_the_knee_over_thirty_daemon_sweeps() {
+    let (target, at) = engine(&daemon_config(8, 0.02, 11)).await;
+    let mut l = Loop::new(&target);
+    let mut knees = Vec::new();
+    let mut pooled = 0;
+    for _ in 0..30 {
+        let r = l.sweep(&target, &at).await;
+        knees.push(knee(&r));
+
+        pooled = pooled.max(
+            r.workloads[0]
+                .levels
+                .iter()
+                .filter_map(|l| l.verdict.as_ref())
+                .map(|v| v.pooled_sweeps)
+                .max()
+                .unwrap_or(0),
+        );
+    }
+    assert!(knees.iter().all(|k| *k == 8), "knees {knees:?}");
+    assert_eq!(pooled, 8, "the verdicts pool the last 8 sweeps");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifteen_percent_failures_are_knee_zero() {
+    let (target, at) = engine(&daemon_config(8, 0.15, 5)).await;
+    let mut l = Loop::new(&target);
+    let mut knees = Vec::new();
+    for _ in 0..12 {
+        knees.push(knee(&l.sweep(&target, &at).await));
+    }
+    // The first sweep judges level 1 on its own requests; from the second
+    // on, the pool holds enough to break it every time.
+    assert!(knees[1..].iter().all(|k| *k == 0), "knees {knees:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capacity_drop_from_eight_to_four_shows_within_four_sweeps() {
+    let (eight, at_eight) = engine(&daemon_config(8, 0.02, 3)).await;
+    let (four, at_four) = engine(&daemon_config(4, 0.02, 3)).await;
+    let mut l = Loop::new(&eight);
+    for _ in 0..6 {
+        assert_eq!(knee(&l.sweep(&eight, &at_eight).await), 8);
+    }
+    // The same server (same identity), now shedding above 4 in flight.
+    let mut after = Vec::new();
+    for _ in 0..4 {
+        after.push(knee(&l.sweep(&four, &at_four).await));
+    }
+    assert_eq!(after.last(), Some(&4), "knees after the drop {after:?}");
+}
