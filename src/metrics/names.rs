@@ -315,7 +315,7 @@ pub const SWEEP_VERDICT_POOLED: Spec = Spec {
 /// The lower confidence bounds behind a level's verdict.
 pub const SWEEP_VERDICT_BOUND: Spec = Spec {
     name: "llmprobe_sweep_verdict_lower_bound_ratio",
-    help: "Clopper-Pearson lower bound, at the target's verdict_confidence, on the level's true shed ratio, error ratio and share of requests over the p95 limit (quantity shed, errors, slow); over its limit (slow: over 0.05), the level breaks.",
+    help: "Clopper-Pearson lower bound, at the target's verdict_confidence, on the true share the level's verdict was decided by (quantity shed, errors, or slow: requests over the p95 limit); over its limit (slow: over 0.05) the level broke; absent on a pass.",
     labels: &["target", "model", "workload", "concurrency", "quantity"],
 };
 /// Whether a level was a refinement probe.

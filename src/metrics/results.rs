@@ -18,7 +18,9 @@ use crate::config::Target;
 use crate::metrics::exposition::Source;
 use crate::metrics::locks::{read, write};
 use crate::metrics::names::{self, quantity, Spec};
-use crate::stats::report::{LevelRole, PairReport, Percentiles, Setup, SweepReport, Verdict};
+use crate::stats::report::{
+    Basis, LevelRole, PairReport, Percentiles, Setup, SweepReport, Verdict,
+};
 use crate::stats::sample::Outcome;
 
 /// The first label of `llmprobe_target_info`, never taken from a target's labels.
@@ -234,12 +236,15 @@ fn write_verdict(out: &mut PieceWriter, level: [&str; 4], v: &Verdict) {
         &level,
         f64::from(v.pooled_sweeps),
     );
-    let bounds = [
-        (names::verdict_quantity::SHED, v.lower_bounds.shed_ratio),
-        (names::verdict_quantity::ERRORS, v.lower_bounds.error_ratio),
-        (names::verdict_quantity::SLOW, v.lower_bounds.slow_ratio),
-    ];
-    for (quantity, bound) in bounds {
+    // The bound of the test that decided (a pass has none): one series,
+    // not three, per level of every target.
+    let bound = match v.decided_by {
+        Some(Basis::Shed) => Some((names::verdict_quantity::SHED, v.lower_bounds.shed_ratio)),
+        Some(Basis::Errors) => Some((names::verdict_quantity::ERRORS, v.lower_bounds.error_ratio)),
+        Some(Basis::P95Latency) => Some((names::verdict_quantity::SLOW, v.lower_bounds.slow_ratio)),
+        Some(Basis::NoSuccess) | None => None,
+    };
+    if let Some((quantity, bound)) = bound {
         out.add(&names::SWEEP_VERDICT_BOUND, &[t, m, w, c, quantity], bound);
     }
 }
