@@ -415,9 +415,19 @@ async fn four_percent_timeouts_break_a_tight_latency_slo() {
     })
     .await;
     let slo = "{ p95_latency: 300ms, max_shed_ratio: 0.05, max_error_ratio: 0.05 }";
-    let extra = "    request_timeout: 600ms\n    max_tokens_field: max_completion_tokens";
+    // 4 slow of 50 (8%) are over 5% but no evidence at 95%: undecided; at
+    // a ceiling of 1 (no more requests) a one-shot sweep counts it a break.
+    let extra = "    request_timeout: 600ms\n    max_tokens_field: max_completion_tokens\n    verdict_ceiling: 1";
     let r = sweep(&yaml(&s.base_url(), "[1]", 50, slo, extra)).await;
     let l = &levels(&r)[0];
+    let v = l.verdict.as_ref().unwrap();
+    assert_eq!(
+        (v.decision, v.counted_as),
+        (
+            llmprobe::stats::report::Decision::Undecided,
+            llmprobe::stats::report::Decision::Break
+        )
+    );
     assert_eq!(l.outcomes["timeout"], 2, "{:?}", l.outcomes);
     assert_eq!(l.outcomes["ok"], 48);
     assert!(l.error_ratio <= 0.05);
