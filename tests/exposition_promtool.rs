@@ -60,6 +60,10 @@ fn level(concurrency: u32, prompt_scale: f64) -> LevelSummary {
         shed_ratio: shed as f64 / requests as f64,
         error_ratio: timeout as f64 / requests as f64,
         ttft_seconds: pct(n, 0.08 * prompt_scale * c),
+        answer_ttft_seconds: pct(n, 0.08 * prompt_scale * c),
+        reasoning_tokens: 0,
+        reasoning_token_source: "chunks",
+        requests_without_answer: 0,
         latency_seconds: pct(n, 4.0 * c.sqrt()),
         inter_token_latency_seconds: pct(n * 255, 0.015 * c.sqrt()),
         generation_tokens_per_second: pct(n, 65.0 / c.sqrt()),
@@ -168,6 +172,7 @@ fn ok_sample(ms: u64) -> Sample {
         elapsed: Duration::from_millis(ms * 30),
         connect: None,
         usage_disagreed: false,
+        thinking: Default::default(),
     }
 }
 

@@ -78,6 +78,10 @@ fn level(concurrency: u32, ok: u64, failures: &[(Outcome, u64, &str)]) -> LevelS
         shed_ratio: shed as f64 / requests as f64,
         error_ratio: errors as f64 / requests as f64,
         ttft_seconds: p(0.045 * c),
+        answer_ttft_seconds: p(0.045 * c),
+        reasoning_tokens: 0,
+        reasoning_token_source: if ok == 0 { "none" } else { "chunks" },
+        requests_without_answer: 0,
         latency_seconds: p(1.25 * c.sqrt()),
         inter_token_latency_seconds: Percentiles {
             count: n * 63,
@@ -169,6 +173,7 @@ fn good_report() -> SweepReport {
             server_version: "0.6.3".to_string(),
             models: vec!["qwen2.5:7b".to_string(), "llama3.1:8b".to_string()],
             model_listed: Some(true),
+            reasoning_field: String::new(),
         },
         output_limit: OutputLimit {
             field: "max_tokens".to_string(),
@@ -270,6 +275,7 @@ fn failed_report() -> SweepReport {
             server_version: String::new(),
             models: vec!["other-model".to_string()],
             model_listed: Some(false),
+            reasoning_field: String::new(),
         },
         output_limit: Default::default(),
         workloads: vec![WorkloadReport {
@@ -382,6 +388,7 @@ fn sample(outcome: Outcome, ttft_ms: u64, latency_ms: u64) -> Sample {
         elapsed: Duration::from_millis(latency_ms),
         connect: None,
         usage_disagreed: false,
+        thinking: Default::default(),
     }
 }
 

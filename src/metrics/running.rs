@@ -378,6 +378,7 @@ mod tests {
             elapsed: Duration::from_millis(latency_ms),
             connect: None,
             usage_disagreed: false,
+            thinking: Default::default(),
         }
     }
 

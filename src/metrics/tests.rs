@@ -104,6 +104,10 @@ fn level(concurrency: u32) -> LevelSummary {
         shed_ratio: 2.0 / 12.0,
         error_ratio: 0.0,
         ttft_seconds: pct(10, 0.1 * c),
+        answer_ttft_seconds: pct(10, 0.1 * c),
+        reasoning_tokens: 0,
+        reasoning_token_source: "chunks",
+        requests_without_answer: 0,
         latency_seconds: pct(10, 2.0 * c),
         inter_token_latency_seconds: pct(500, 0.01 * c),
         generation_tokens_per_second: pct(10, 50.0 / c),
@@ -206,6 +210,7 @@ fn ok_sample() -> Sample {
         elapsed: Duration::from_millis(1500),
         connect: None,
         usage_disagreed: false,
+        thinking: Default::default(),
     }
 }
 

@@ -417,6 +417,7 @@ impl StreamState {
             elapsed: end - self.sent,
             connect: None,
             usage_disagreed,
+            thinking: Default::default(),
         }
     }
 }

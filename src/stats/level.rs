@@ -167,6 +167,16 @@ pub fn summarize_level(
     let failed = ended_requests - ok.len() as u64 - shed;
 
     let mut ttft: Vec<f64> = ok.iter().filter_map(|s| s.ttft.map(secs)).collect();
+    let mut answer_ttft: Vec<f64> = ok
+        .iter()
+        .filter_map(|s| s.answer_ttft().map(secs))
+        .collect();
+    let reasoning: Vec<(u64, TokenSource)> = ok.iter().map(|s| s.reasoning_tokens()).collect();
+    let reasoning_tokens: u64 = reasoning.iter().map(|(n, _)| n).sum();
+    let reasoning_from_usage = reasoning
+        .iter()
+        .filter(|(_, src)| *src == TokenSource::Usage)
+        .count();
     let mut latency: Vec<f64> = ok.iter().filter_map(|s| s.latency.map(secs)).collect();
     let mut itl: Vec<f64> = ok
         .iter()
@@ -187,12 +197,8 @@ pub fn summarize_level(
         .iter()
         .filter(|s| s.token_source == TokenSource::Usage)
         .count();
-    let token_source = match (from_usage, ok.len()) {
-        (_, 0) => "none",
-        (u, n) if u == n => "usage",
-        (0, _) => "chunks",
-        _ => "mixed",
-    };
+    let token_source = source_of(from_usage, ok.len());
+    let reasoning_token_source = source_of(reasoning_from_usage, ok.len());
     let (usage_tokens, usage_chunks) = ok
         .iter()
         .filter(|s| s.token_source == TokenSource::Usage)
@@ -243,6 +249,10 @@ pub fn summarize_level(
         shed_ratio,
         error_ratio,
         ttft_seconds: percentiles(&mut ttft),
+        answer_ttft_seconds: percentiles(&mut answer_ttft),
+        reasoning_tokens,
+        reasoning_token_source,
+        requests_without_answer: ok.iter().filter(|s| s.answer_ttft().is_none()).count() as u64,
         latency_seconds: latency,
         inter_token_latency_seconds: percentiles(&mut itl),
         generation_tokens_per_second: percentiles(&mut speed),
@@ -267,6 +277,17 @@ pub fn summarize_level(
         measured_at_unix_seconds: 0.0,
         verdict: Some(verdict),
         within_slo,
+    }
+}
+
+/// How the `ok` completed requests' tokens were counted, when `from_usage`
+/// of them had a usage report: one of [`TOKEN_SOURCES`](crate::stats::report::TOKEN_SOURCES).
+fn source_of(from_usage: usize, ok: usize) -> &'static str {
+    match (from_usage, ok) {
+        (_, 0) => "none",
+        (u, n) if u == n => "usage",
+        (0, _) => "chunks",
+        _ => "mixed",
     }
 }
 
@@ -347,6 +368,51 @@ mod tests {
             max_shed_ratio: 0.05,
             max_error_ratio: 0.05,
         }
+    }
+
+    #[test]
+    fn answer_ttft_and_reasoning_tokens_per_level() {
+        let think = |ttft: u64, answer: Option<u64>, chunks: u64, usage: Option<u64>| {
+            let mut s = ok(ttft, 1000, 50);
+            s.thinking.chunks = chunks;
+            s.thinking.answer_ttft = answer.map(Duration::from_millis);
+            s.thinking.usage_tokens = usage;
+            s
+        };
+        let samples = vec![
+            think(100, Some(400), 6, None),
+            think(200, Some(500), 6, Some(24)),
+            // Thought until the limit and never answered.
+            think(300, None, 50, None),
+        ];
+        let l = summarize_level(2, &samples, Duration::from_secs(1), &slo(5000));
+        assert_eq!(l.ttft_seconds.count, 3);
+        assert_eq!(
+            l.answer_ttft_seconds.count, 2,
+            "the one without an answer has none"
+        );
+        close(l.answer_ttft_seconds.p50.unwrap(), 0.45);
+        assert_eq!(
+            l.reasoning_tokens,
+            6 + 24 + 50,
+            "usage where reported, chunks elsewhere"
+        );
+        assert_eq!(l.reasoning_token_source, "mixed");
+        assert_eq!(l.requests_without_answer, 1);
+
+        // A model that does not reason: the answer begins at the first token.
+        let plain = summarize_level(
+            1,
+            &[ok(100, 1100, 101), ok(300, 2200, 201)],
+            Duration::from_secs(1),
+            &slo(5000),
+        );
+        assert_eq!(plain.answer_ttft_seconds, plain.ttft_seconds);
+        assert_eq!(
+            (plain.reasoning_tokens, plain.reasoning_token_source),
+            (0, "chunks")
+        );
+        assert_eq!(plain.requests_without_answer, 0);
     }
 
     #[test]

@@ -64,6 +64,10 @@ fn yes() -> bool {
     true
 }
 
+fn no_source() -> Label {
+    "none"
+}
+
 /// Percentiles of one quantity in one level, with the sample count they rest on.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct Percentiles {
@@ -283,6 +287,23 @@ pub struct LevelSummary {
     pub error_ratio: f64,
     /// Time to first token, seconds.
     pub ttft_seconds: Percentiles,
+    /// Time to the first answer token (content or a tool call, after any
+    /// thinking), seconds; equal to `ttft_seconds` for a model that does not
+    /// reason. Its count leaves out completed requests that never answered.
+    // The four fields below are absent from documents written before them.
+    #[serde(default)]
+    pub answer_ttft_seconds: Percentiles,
+    /// Reasoning tokens of the completed requests (see `reasoning_token_source`).
+    #[serde(default)]
+    pub reasoning_tokens: u64,
+    /// How they were counted: "usage" (`completion_tokens_details.reasoning_tokens`),
+    /// "chunks" (chunks that carried thinking), "mixed" or "none".
+    #[serde(default = "no_source", deserialize_with = "labels::token_source")]
+    pub reasoning_token_source: Label,
+    /// Completed requests whose stream thought and never answered (the output
+    /// limit spent on thinking).
+    #[serde(default)]
+    pub requests_without_answer: u64,
     /// End-to-end latency, seconds.
     pub latency_seconds: Percentiles,
     /// Gaps between content chunks, seconds.
@@ -520,6 +541,11 @@ pub struct Setup {
     pub models: Vec<String>,
     /// Whether the configured model is among them (None when the list is unavailable).
     pub model_listed: Option<bool>,
+    /// The delta field(s) a reasoning model streamed its thinking in:
+    /// "reasoning" (current vLLM), "reasoning_content" (older vLLM, SGLang,
+    /// DeepSeek), both, or "" when no thinking was seen.
+    #[serde(default)]
+    pub reasoning_field: String,
 }
 
 /// What one side of a gateway pair measured.

@@ -72,6 +72,53 @@ pub enum TokenSource {
     Chunks,
 }
 
+/// Which delta fields carried a reasoning model's thinking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct ReasoningFields {
+    /// `delta.reasoning` (current vLLM).
+    pub reasoning: bool,
+    /// `delta.reasoning_content` (older vLLM, SGLang, DeepSeek).
+    pub reasoning_content: bool,
+}
+
+impl ReasoningFields {
+    /// Both sets together.
+    pub fn union(self, other: ReasoningFields) -> ReasoningFields {
+        ReasoningFields {
+            reasoning: self.reasoning || other.reasoning,
+            reasoning_content: self.reasoning_content || other.reasoning_content,
+        }
+    }
+
+    /// The field names, as `setup.reasoning_field` says them: "" when none,
+    /// "reasoning", "reasoning_content", or both joined by ", ".
+    pub fn names(self) -> &'static str {
+        match (self.reasoning, self.reasoning_content) {
+            (false, false) => "",
+            (true, false) => "reasoning",
+            (false, true) => "reasoning_content",
+            (true, true) => "reasoning, reasoning_content",
+        }
+    }
+}
+
+/// What a stream said of a reasoning model's thinking. Default: no thinking
+/// streamed, so the first output was the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Thinking {
+    /// Send to the first chunk carrying the answer (content, a tool call,
+    /// legacy text) after the thinking; None when no answer came. Read
+    /// through [`Sample::answer_ttft`], which is the TTFT when nothing was
+    /// thought aloud.
+    pub answer_ttft: Option<Duration>,
+    /// Chunks that carried thinking.
+    pub chunks: u64,
+    /// `usage.completion_tokens_details.reasoning_tokens`, when reported.
+    pub usage_tokens: Option<u64>,
+    /// The delta fields the thinking came in.
+    pub fields: ReasoningFields,
+}
+
 /// The measurement of one request. Durations are measured from the moment
 /// the request was sent (after it got its concurrency slot).
 #[derive(Debug, Clone)]
@@ -114,6 +161,8 @@ pub struct Sample {
     /// what the request could hold, or cached tokens above the prompt (those
     /// counts were dropped).
     pub usage_disagreed: bool,
+    /// A reasoning model's thinking, and when its answer began.
+    pub thinking: Thinking,
 }
 
 impl Sample {
@@ -135,6 +184,29 @@ impl Sample {
             elapsed: Duration::ZERO,
             connect: None,
             usage_disagreed: false,
+            thinking: Thinking::default(),
+        }
+    }
+
+    /// Send to the first answer chunk: the TTFT when no thinking was
+    /// streamed (the first output was the answer), None when the stream
+    /// thought and never answered (its output limit spent on thinking).
+    pub fn answer_ttft(&self) -> Option<Duration> {
+        if self.thinking.chunks == 0 {
+            self.ttft
+        } else {
+            self.thinking.answer_ttft
+        }
+    }
+
+    /// Reasoning tokens and where the count came from: the usage report's
+    /// `reasoning_tokens` when given, else the chunks that carried thinking
+    /// (one token each). A report of 0 for a stream that streamed thinking
+    /// is not trusted, as for the output tokens.
+    pub fn reasoning_tokens(&self) -> (u64, TokenSource) {
+        match self.thinking.usage_tokens {
+            Some(n) if n > 0 || self.thinking.chunks == 0 => (n, TokenSource::Usage),
+            _ => (self.thinking.chunks, TokenSource::Chunks),
         }
     }
 
@@ -171,5 +243,65 @@ impl Sample {
             return None;
         }
         Some((self.output_tokens - 1) as f64 / decode)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(ttft_ms: u64) -> Sample {
+        let mut s = Sample::failed(Outcome::Ok, Some(200), "");
+        s.error = None;
+        s.ttft = Some(Duration::from_millis(ttft_ms));
+        s
+    }
+
+    #[test]
+    fn the_answer_begins_at_the_first_output_unless_thinking_came_first() {
+        let plain = ok(40);
+        assert_eq!(plain.answer_ttft(), Some(Duration::from_millis(40)));
+        let mut thought = ok(40);
+        thought.thinking.chunks = 6;
+        thought.thinking.answer_ttft = Some(Duration::from_millis(90));
+        assert_eq!(thought.answer_ttft(), Some(Duration::from_millis(90)));
+        thought.thinking.answer_ttft = None;
+        assert_eq!(thought.answer_ttft(), None, "thought and never answered");
+    }
+
+    #[test]
+    fn reasoning_tokens_prefer_the_usage_report() {
+        let mut s = ok(1);
+        assert_eq!(s.reasoning_tokens(), (0, TokenSource::Chunks));
+        s.thinking.chunks = 6;
+        assert_eq!(s.reasoning_tokens(), (6, TokenSource::Chunks));
+        s.thinking.usage_tokens = Some(24);
+        assert_eq!(s.reasoning_tokens(), (24, TokenSource::Usage));
+        s.thinking.usage_tokens = Some(0);
+        assert_eq!(
+            s.reasoning_tokens(),
+            (6, TokenSource::Chunks),
+            "0 reported for streamed thinking is a placeholder"
+        );
+        // Hidden thinking (reported, never streamed) counts as reported.
+        s.thinking.chunks = 0;
+        s.thinking.usage_tokens = Some(300);
+        assert_eq!(s.reasoning_tokens(), (300, TokenSource::Usage));
+    }
+
+    #[test]
+    fn reasoning_fields_are_named_and_joined() {
+        let r = ReasoningFields {
+            reasoning: true,
+            reasoning_content: false,
+        };
+        let c = ReasoningFields {
+            reasoning: false,
+            reasoning_content: true,
+        };
+        assert_eq!(ReasoningFields::default().names(), "");
+        assert_eq!(r.names(), "reasoning");
+        assert_eq!(c.names(), "reasoning_content");
+        assert_eq!(r.union(c).names(), "reasoning, reasoning_content");
     }
 }

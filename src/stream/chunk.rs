@@ -1,8 +1,9 @@
 //! Interprets the data of one SSE event as an OpenAI `chat.completion.chunk`.
 //!
 //! Only what the measurements need is extracted: whether the chunk carries
-//! generated output (TTFT, latency, inter-token gaps), the finish reason, the
-//! usage report and a mid-stream error. Parsing is zero-copy: text fields whose
+//! generated output (TTFT, latency, inter-token gaps), whether that output is
+//! the answer or a reasoning model's thinking (answer TTFT, reasoning
+//! tokens), the finish reason, the usage report and a mid-stream error. Parsing is zero-copy: text fields whose
 //! value is not kept are only checked for emptiness, so a typical content
 //! chunk allocates nothing beyond the `choices` vector.
 
@@ -31,6 +32,14 @@ pub enum Chunk {
 pub struct ChunkInfo {
     /// Carries generated output: content, reasoning, tool calls or legacy text.
     pub generated: bool,
+    /// Carries answer output: content, tool calls, a function call or legacy
+    /// text (what a user waits for, after any thinking).
+    pub answered: bool,
+    /// Carries thinking in `delta.reasoning` (current vLLM).
+    pub reasoning: bool,
+    /// Carries thinking in `delta.reasoning_content` (older vLLM, SGLang,
+    /// DeepSeek); vLLM sent both names for a while.
+    pub reasoning_content: bool,
     /// The first non-empty `finish_reason` among the choices.
     pub finish_reason: Option<String>,
     /// The usage report, when this chunk holds a non-null one.
@@ -49,6 +58,9 @@ pub struct Usage {
     /// `usage.prompt_tokens_details.cached_tokens`: prompt tokens the server
     /// served from its prefix cache.
     pub cached_prompt_tokens: Option<u64>,
+    /// `usage.completion_tokens_details.reasoning_tokens`: the completion
+    /// tokens that were thinking.
+    pub reasoning_tokens: Option<u64>,
 }
 
 /// Why an event's data is not a chunk; messages quote at most ~100 bytes of it.
@@ -96,6 +108,9 @@ pub fn interpret(data: &[u8]) -> Result<Chunk, ChunkError> {
             cached_prompt_tokens: u
                 .prompt_tokens_details
                 .and_then(|d| d.get("cached_tokens")?.as_u64()),
+            reasoning_tokens: u
+                .completion_tokens_details
+                .and_then(|d| d.get("reasoning_tokens")?.as_u64()),
         }),
         error: raw.error.0,
         ..ChunkInfo::default()
@@ -106,12 +121,12 @@ pub fn interpret(data: &[u8]) -> Result<Chunk, ChunkError> {
     }
     for choice in raw.choices.unwrap_or_default() {
         let delta = choice.delta.unwrap_or_default();
-        info.generated |= choice.text.0
-            || delta.content.0
-            || delta.reasoning_content.0
-            || delta.reasoning.0
-            || delta.tool_calls.0
-            || delta.function_call.is_some();
+        let answered =
+            choice.text.0 || delta.content.0 || delta.tool_calls.0 || delta.function_call.is_some();
+        info.answered |= answered;
+        info.reasoning |= delta.reasoning.0;
+        info.reasoning_content |= delta.reasoning_content.0;
+        info.generated |= answered || delta.reasoning.0 || delta.reasoning_content.0;
         if info.finish_reason.is_none() {
             info.finish_reason = choice.finish_reason.filter(|r| !r.is_empty());
         }
@@ -150,7 +165,8 @@ struct RawChoice {
 struct RawDelta {
     #[serde(default)]
     content: NonEmptyText,
-    /// vLLM and DeepSeek name it `reasoning_content`, others `reasoning`.
+    /// Older vLLM, SGLang and DeepSeek name it `reasoning_content`, current
+    /// vLLM `reasoning`.
     #[serde(default)]
     reasoning_content: NonEmptyText,
     #[serde(default)]
@@ -171,6 +187,8 @@ struct RawUsage {
     // Lenient: an optional detail of unexpected shape must not fail the chunk.
     #[serde(default)]
     prompt_tokens_details: Option<serde_json::Value>,
+    #[serde(default)]
+    completion_tokens_details: Option<serde_json::Value>,
 }
 
 /// Whether a text field is non-empty, without copying it. Accepts a string,
@@ -400,6 +418,7 @@ mod tests {
             got,
             ChunkInfo {
                 generated: true,
+                answered: true,
                 ..ChunkInfo::default()
             }
         );
@@ -432,6 +451,51 @@ mod tests {
             ))
             .generated
         );
+    }
+
+    #[test]
+    fn thinking_is_not_the_answer_and_says_its_field() {
+        let current = info(&choice(r#"{"reasoning":"Hmm"}"#, "null"));
+        assert!(current.generated && current.reasoning && !current.answered);
+        assert!(!current.reasoning_content);
+        let older = info(&choice(
+            r#"{"content":null,"reasoning_content":"Let"}"#,
+            "null",
+        ));
+        assert!(older.generated && older.reasoning_content && !older.answered);
+        assert!(!older.reasoning);
+        // vLLM sent both names with the same text while it renamed the field.
+        let both = info(&choice(
+            r#"{"reasoning":"So","reasoning_content":"So"}"#,
+            "null",
+        ));
+        assert!(both.reasoning && both.reasoning_content && !both.answered);
+        // The answer after the thinking, and a tool call, are answers.
+        let answer = info(&choice(r#"{"content":"Yes","reasoning":null}"#, "null"));
+        assert!(answer.answered && !answer.reasoning);
+        let call = r#"{"tool_calls":[{"index":0,"function":{"arguments":"{"}}]}"#;
+        assert!(info(&choice(call, "null")).answered);
+        assert!(info(r#"{"choices":[{"index":0,"text":"Hi"}]}"#).answered);
+        assert!(!info(&choice(r#"{"role":"assistant","content":""}"#, "null")).answered);
+    }
+
+    #[test]
+    fn reasoning_tokens_of_the_usage_are_read_leniently() {
+        let usage = |details: &str| {
+            info(&format!(
+                r#"{{"choices":[],"usage":{{"completion_tokens":30,"completion_tokens_details":{details}}}}}"#
+            ))
+            .usage
+            .unwrap()
+            .reasoning_tokens
+        };
+        assert_eq!(
+            usage(r#"{"reasoning_tokens":24,"audio_tokens":0}"#),
+            Some(24)
+        );
+        assert_eq!(usage("null"), None);
+        assert_eq!(usage(r#"{"reasoning_tokens":"many"}"#), None);
+        assert_eq!(usage("[]"), None);
     }
 
     #[test]
@@ -478,8 +542,11 @@ mod tests {
                     prompt_tokens: Some(31),
                     completion_tokens: Some(256),
                     cached_prompt_tokens: Some(0),
+                    reasoning_tokens: None,
                 }),
                 error: None,
+                answered: true,
+                ..ChunkInfo::default()
             }
         );
     }
@@ -505,6 +572,7 @@ mod tests {
                     prompt_tokens: Some(12),
                     completion_tokens: Some(28),
                     cached_prompt_tokens: None,
+                    reasoning_tokens: None,
                 }),
                 ..ChunkInfo::default()
             }
@@ -523,6 +591,7 @@ mod tests {
                 prompt_tokens: Some(7),
                 completion_tokens: Some(5),
                 cached_prompt_tokens: None,
+                reasoning_tokens: None,
             })
         );
     }
@@ -536,6 +605,7 @@ mod tests {
                 prompt_tokens: None,
                 completion_tokens: Some(3),
                 cached_prompt_tokens: None,
+                reasoning_tokens: None,
             })
         );
     }

@@ -688,6 +688,7 @@ mod tests {
                     server_version: HOSTILE.into(),
                     models: vec![HOSTILE.into()],
                     model_listed: Some(false),
+                    reasoning_field: HOSTILE.into(),
                 },
                 output_limit: Default::default(),
                 workloads: vec![WorkloadReport {
