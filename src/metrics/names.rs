@@ -43,6 +43,18 @@ pub const REQUEST_TTFT: Spec = Spec {
     help: "Time to first token of every request that completed (outcome ok).",
     labels: WORKLOAD,
 };
+/// Histogram of the answer TTFT of successful requests.
+pub const REQUEST_ANSWER_TTFT: Spec = Spec {
+    name: "llmprobe_request_answer_ttft_seconds",
+    help: "Time to the first answer token (content or a tool call, after any reasoning) of every request that completed with an answer; equal to the TTFT for a model that does not reason.",
+    labels: WORKLOAD,
+};
+/// Counter of reasoning tokens.
+pub const REASONING_TOKENS: Spec = Spec {
+    name: "llmprobe_reasoning_tokens_total",
+    help: "Reasoning tokens of requests that completed (outcome ok): usage.completion_tokens_details.reasoning_tokens when reported, else chunks that carried reasoning; part of llmprobe_output_tokens_total.",
+    labels: WORKLOAD,
+};
 /// Histogram of the latency of successful requests.
 pub const REQUEST_DURATION: Spec = Spec {
     name: "llmprobe_request_duration_seconds",
@@ -207,6 +219,18 @@ pub const SWEEP_TTFT: Spec = Spec {
     name: "llmprobe_sweep_ttft_seconds",
     help: "Time to first token percentiles of the latest completed sweep, per level.",
     labels: LEVEL_PERCENTILE,
+};
+/// Answer TTFT percentiles per level.
+pub const SWEEP_ANSWER_TTFT: Spec = Spec {
+    name: "llmprobe_sweep_answer_ttft_seconds",
+    help: "Time to the first answer token (content or a tool call, after any reasoning) percentiles of the latest completed sweep, per level; equal to llmprobe_sweep_ttft_seconds for a model that does not reason.",
+    labels: LEVEL_PERCENTILE,
+};
+/// Reasoning tokens per level.
+pub const SWEEP_REASONING_TOKENS: Spec = Spec {
+    name: "llmprobe_sweep_reasoning_tokens",
+    help: "Reasoning tokens of the level's completed requests in the latest completed sweep (usage.completion_tokens_details.reasoning_tokens when reported, else chunks that carried reasoning).",
+    labels: LEVEL,
 };
 /// Latency percentiles per level.
 pub const SWEEP_LATENCY: Spec = Spec {
@@ -429,14 +453,16 @@ pub const GATEWAY_SAMPLES: Spec = Spec {
 };
 
 /// Every family rendered from the results.
-pub const RESULT_FAMILIES: [&Spec; 36] = [
+pub const RESULT_FAMILIES: [&Spec; 38] = [
     &SWEEP_TTFT,
+    &SWEEP_ANSWER_TTFT,
     &SWEEP_LATENCY,
     &SWEEP_ITL,
     &SWEEP_GENERATION,
     &SWEEP_CONNECT,
     &SWEEP_SAMPLES,
     &SWEEP_THROUGHPUT,
+    &SWEEP_REASONING_TOKENS,
     &SWEEP_ACHIEVED,
     &SWEEP_NEW_CONNECTIONS,
     &SWEEP_SHED,
@@ -473,6 +499,8 @@ pub const RESULT_FAMILIES: [&Spec; 36] = [
 pub mod quantity {
     /// Time to first token.
     pub const TTFT: &str = "ttft";
+    /// Time to the first answer token.
+    pub const ANSWER_TTFT: &str = "answer_ttft";
     /// End-to-end latency.
     pub const LATENCY: &str = "latency";
     /// Gaps between content chunks.

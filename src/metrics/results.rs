@@ -275,8 +275,13 @@ fn write_results(out: &mut PieceWriter, report: &SweepReport) {
                 report.finished_at_unix_seconds
             };
             out.add(&names::SWEEP_LEVEL_MEASURED, &[t, m, w, c], measured_at);
-            let quantities: [(&Spec, &str, &Percentiles); 5] = [
+            let quantities: [(&Spec, &str, &Percentiles); 6] = [
                 (&names::SWEEP_TTFT, quantity::TTFT, &level.ttft_seconds),
+                (
+                    &names::SWEEP_ANSWER_TTFT,
+                    quantity::ANSWER_TTFT,
+                    &level.answer_ttft_seconds,
+                ),
                 (
                     &names::SWEEP_LATENCY,
                     quantity::LATENCY,
@@ -320,6 +325,11 @@ fn write_results(out: &mut PieceWriter, report: &SweepReport) {
                     level.throughput_tokens_per_second,
                 );
             }
+            out.add(
+                &names::SWEEP_REASONING_TOKENS,
+                &[t, m, w, c],
+                level.reasoning_tokens as f64,
+            );
             out.add(
                 &names::SWEEP_ACHIEVED,
                 &[t, m, w, c],

@@ -45,10 +45,12 @@ impl Histogram {
 struct Totals {
     requests: [u64; Outcome::ALL.len()],
     output_tokens: u64,
+    reasoning_tokens: u64,
     prompt_tokens: u64,
     /// Requests not sent because a level stopped early (per sweep report).
     requests_saved: u64,
     ttft: Histogram,
+    answer_ttft: Histogram,
     duration: Histogram,
 }
 
@@ -90,11 +92,17 @@ impl RunningTotals {
         if let Some(ttft) = sample.ttft {
             totals.ttft.observe(ttft.as_secs_f64());
         }
+        if let Some(answer) = sample.answer_ttft() {
+            totals.answer_ttft.observe(answer.as_secs_f64());
+        }
         if let Some(latency) = sample.latency {
             totals.duration.observe(latency.as_secs_f64());
         }
         // Saturating: a counter that wrapped would read as a reset.
         totals.output_tokens = totals.output_tokens.saturating_add(sample.output_tokens);
+        totals.reasoning_tokens = totals
+            .reasoning_tokens
+            .saturating_add(sample.reasoning_tokens().0);
         if let Some(tokens) = sample.prompt_tokens {
             totals.prompt_tokens = totals.prompt_tokens.saturating_add(tokens);
         }
@@ -148,9 +156,17 @@ impl RunningTotals {
         let mut out: Vec<(&'static str, RunningSource)> = [
             (&names::OUTPUT_TOKENS, Kind::Counter(|t| t.output_tokens)),
             (&names::PROMPT_TOKENS, Kind::Counter(|t| t.prompt_tokens)),
+            (
+                &names::REASONING_TOKENS,
+                Kind::Counter(|t| t.reasoning_tokens),
+            ),
             (&names::REQUESTS_SAVED, Kind::Counter(|t| t.requests_saved)),
             (&names::REQUEST_DURATION, Kind::Histogram(|t| &t.duration)),
             (&names::REQUEST_TTFT, Kind::Histogram(|t| &t.ttft)),
+            (
+                &names::REQUEST_ANSWER_TTFT,
+                Kind::Histogram(|t| &t.answer_ttft),
+            ),
             (&names::REQUESTS, Kind::Requests(requests_order(&series))),
         ]
         .into_iter()
@@ -384,6 +400,15 @@ mod tests {
 
     /// The same observations through the prometheus crate's vecs, as these
     /// totals were kept before, encoded by its encoder.
+    /// A reasoning model's completed request.
+    fn thinking(ttft_ms: u64, answer_ms: Option<u64>, chunks: u64, usage: Option<u64>) -> Sample {
+        let mut s = sample(Outcome::Ok, ttft_ms, 5000);
+        s.thinking.chunks = chunks;
+        s.thinking.answer_ttft = answer_ms.map(Duration::from_millis);
+        s.thinking.usage_tokens = usage;
+        s
+    }
+
     fn through_the_crate(observed: &[(&str, &str, &str, Sample)]) -> String {
         let r = Registry::new();
         let hist = |spec: &Spec| {
@@ -401,6 +426,8 @@ mod tests {
             c
         };
         let (ttft, duration) = (hist(&names::REQUEST_TTFT), hist(&names::REQUEST_DURATION));
+        let answer = hist(&names::REQUEST_ANSWER_TTFT);
+        let reasoning = count(&names::REASONING_TOKENS);
         let requests = count(&names::REQUESTS);
         let (output, prompt) = (count(&names::OUTPUT_TOKENS), count(&names::PROMPT_TOKENS));
         let saved = count(&names::REQUESTS_SAVED);
@@ -412,6 +439,10 @@ mod tests {
             }
             let _ = (ttft.with_label_values(&l), duration.with_label_values(&l));
             let _ = (output.with_label_values(&l), prompt.with_label_values(&l));
+            let _ = (
+                answer.with_label_values(&l),
+                reasoning.with_label_values(&l),
+            );
             requests
                 .with_label_values(&[*t, *m, *w, s.outcome.as_str()])
                 .inc();
@@ -423,7 +454,13 @@ mod tests {
             duration
                 .with_label_values(&l)
                 .observe(s.latency.unwrap().as_secs_f64());
+            if let Some(a) = s.answer_ttft() {
+                answer.with_label_values(&l).observe(a.as_secs_f64());
+            }
             output.with_label_values(&l).inc_by(s.output_tokens);
+            reasoning
+                .with_label_values(&l)
+                .inc_by(s.reasoning_tokens().0);
             if let Some(p) = s.prompt_tokens {
                 prompt.with_label_values(&l).inc_by(p);
             }
@@ -441,6 +478,13 @@ mod tests {
             ("w1", "qwen", "chat", sample(Outcome::Timeout, 0, 0)),
             ("a\"b", "qwen", "chat", sample(Outcome::Ok, 25, 60_000)),
             ("w2", "qwen", "chat", sample(Outcome::Ok, 51, 2501)),
+            (
+                "w3",
+                "qwen3",
+                "chat",
+                thinking(40, Some(900), 300, Some(280)),
+            ),
+            ("w3", "qwen3", "chat", thinking(40, None, 500, None)),
         ];
         let totals = RunningTotals::new();
         for (t, m, w, s) in &observed {

@@ -230,6 +230,45 @@ fn with<'a>(base: &[(&'a str, &'a str)], more: &[(&'a str, &'a str)]) -> Vec<(&'
 }
 
 #[test]
+fn answer_ttft_and_reasoning_tokens_are_exported_per_level() {
+    let m = metrics();
+    let mut w = workload("chat", &[1]);
+    w.levels[0].answer_ttft_seconds = pct(8, 0.9);
+    w.levels[0].reasoning_tokens = 2400;
+    m.publish_sweep(&report("w1", vec![w]));
+    let text = m.encode();
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_sweep_answer_ttft_seconds",
+            &with(&W1C1, &[("percentile", "50")])
+        ),
+        Some(0.9)
+    );
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_sweep_samples",
+            &with(&W1C1, &[("quantity", "answer_ttft")])
+        ),
+        Some(8.0)
+    );
+    assert_eq!(
+        get(&text, "llmprobe_sweep_reasoning_tokens", &W1C1),
+        Some(2400.0)
+    );
+    assert_eq!(
+        get(
+            &text,
+            "llmprobe_sweep_ttft_seconds",
+            &with(&W1C1, &[("percentile", "50")])
+        ),
+        Some(0.1),
+        "TTFT stays the first token's"
+    );
+}
+
+#[test]
 fn sweep_values_appear_with_their_labels() {
     let m = metrics();
     m.publish_sweep(&report("w1", vec![workload("chat", &[1, 2, 4])]));
@@ -1057,13 +1096,14 @@ fn result_series_per_target_workload_and_level_are_counted() {
     ));
     m.publish_sweep(&report("w2", vec![workload("chat", &[1])]));
     let series = parse(&m.results.text());
-    // Per level: 4 quantities x (3 percentiles + a sample count), the
+    // Per level: 5 quantities (TTFT, answer TTFT, latency, inter-token
+    // latency, generation speed) x (3 percentiles + a sample count), the
     // connect-time sample count (its percentiles only when connections were
-    // opened), throughput, shed and error ratio, achieved concurrency, new
-    // connections, whether it stopped early, requests it saved, whether it
-    // was a refinement probe, when it was measured, and every outcome, zero
-    // or not.
-    let per_level = 4 * (3 + 1) + 1 + 3 + 2 + 4 + Outcome::ALL.len();
+    // opened), throughput, reasoning tokens, shed and error ratio, achieved
+    // concurrency, new connections, whether it stopped early, requests it
+    // saved, whether it was a refinement probe, when it was measured, and
+    // every outcome, zero or not.
+    let per_level = 5 * (3 + 1) + 1 + 4 + 2 + 4 + Outcome::ALL.len();
     // Per workload: knee, lower bound, throughput, request rate and its
     // sample count, recommendation, saturation, levels not measured, knee
     // carried over, when the knee was measured.
@@ -1075,7 +1115,7 @@ fn result_series_per_target_workload_and_level_are_counted() {
         series.len(),
         levels * per_level + 3 * per_workload + 2 * per_target
     );
-    assert_eq!(per_level, 34);
+    assert_eq!(per_level, 39);
     // Forgetting a target takes every one of its series away.
     m.forget_target("w1");
     let left = parse(&m.results.text());
