@@ -84,6 +84,13 @@ pub fn table(reports: &[SweepReport]) -> String {
             };
             let _ = writeln!(out, "  server: {}; {listed}", server.trim_end());
         }
+        if !st.reasoning_field.is_empty() {
+            let _ = writeln!(
+                out,
+                "  reasoning streamed in delta.{}",
+                st.reasoning_field.replace(", ", " and delta.")
+            );
+        }
         if let Some(line) = output_limit(r) {
             let _ = writeln!(out, "  {line}");
         }
@@ -92,9 +99,18 @@ pub fn table(reports: &[SweepReport]) -> String {
         }
         for w in &r.workloads {
             let _ = writeln!(out, "\n  workload {}", w.workload);
+            // The answer's columns only where it did not begin with the
+            // first token (a reasoning model): elsewhere they would repeat
+            // TTFT, and a note says so.
+            let answer = reasons(w);
+            let answer_head = if answer {
+                format!(" {:>9} {:>9}", "ans p50", "ans p95")
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 out,
-                "  {:>5} {:>9} {:>5} {:>5} {:>5} {:>5} {:>9} {:>9} {:>11} {:>9} {:>12} {:>5}",
+                "  {:>5} {:>9} {:>5} {:>5} {:>5} {:>5} {:>9} {:>9}{answer_head} {:>11} {:>9} {:>12} {:>5}",
                 "conc",
                 "in flight",
                 "reqs",
@@ -109,9 +125,18 @@ pub fn table(reports: &[SweepReport]) -> String {
                 "conns"
             );
             for l in &w.levels {
+                let answer_cells = if answer {
+                    format!(
+                        " {:>9} {:>9}",
+                        secs(l.answer_ttft_seconds.p50),
+                        secs(l.answer_ttft_seconds.p95)
+                    )
+                } else {
+                    String::new()
+                };
                 let _ = writeln!(
                     out,
-                    "  {:>5} {:>9.1} {:>5} {:>5} {:>5} {:>5} {:>9} {:>9} {:>11} {:>9} {:>12.1} {:>5}{}",
+                    "  {:>5} {:>9.1} {:>5} {:>5} {:>5} {:>5} {:>9} {:>9}{answer_cells} {:>11} {:>9} {:>12.1} {:>5}{}",
                     l.concurrency,
                     l.achieved_concurrency,
                     l.requests,
@@ -167,6 +192,54 @@ pub fn request_rate(c: &Capacity) -> String {
         "requests at knee: {:.2} req/s completed ({} requests)",
         c.requests_per_second, c.requests_per_second_samples
     )
+}
+
+/// Whether a workload's answers did not all begin with the first token: a
+/// reasoning model thought first (or thought and never answered).
+pub fn reasons(w: &WorkloadReport) -> bool {
+    w.levels.iter().any(|l| {
+        l.reasoning_tokens > 0
+            || l.requests_without_answer > 0
+            || (l.answer_ttft_seconds.count > 0 && l.answer_ttft_seconds != l.ttft_seconds)
+    })
+}
+
+/// What the notes say of a reasoning model's thinking, or that the model
+/// did not reason (documents written before answer TTFT say nothing).
+fn reasoning_notes(w: &WorkloadReport, out: &mut Vec<String>) {
+    if !reasons(w) {
+        if w.levels.iter().any(|l| l.answer_ttft_seconds.count > 0) {
+            out.push("answer TTFT: equal to TTFT (no reasoning was streamed)".to_string());
+        }
+        return;
+    }
+    let completed: u64 = w.levels.iter().map(|l| l.count(Outcome::Ok)).sum();
+    let tokens: u64 = w.levels.iter().map(|l| l.reasoning_tokens).sum();
+    let sources: Vec<&str> = w
+        .levels
+        .iter()
+        .map(|l| l.reasoning_token_source)
+        .filter(|s| *s != "none")
+        .collect();
+    let source = match sources.first() {
+        Some(first) if sources.iter().all(|s| s == first) => *first,
+        Some(_) => "mixed",
+        None => "none",
+    };
+    let mean = if completed > 0 {
+        tokens as f64 / completed as f64
+    } else {
+        0.0
+    };
+    out.push(format!(
+        "reasoning: {mean:.0} tokens per completed request before the answer (counted from: {source});          `ans` columns are the time to the first answer token. Generation speed counts the reasoning          tokens: a late answer after long reasoning is not slow decoding"
+    ));
+    let unanswered: u64 = w.levels.iter().map(|l| l.requests_without_answer).sum();
+    if unanswered > 0 {
+        out.push(format!(
+            "warning: {unanswered} completed requests reasoned until the output limit and never answered              (raise max_completion_tokens)"
+        ));
+    }
 }
 
 /// What marks a level that does not count toward the knee.
@@ -332,6 +405,7 @@ pub fn notes(w: &WorkloadReport) -> Vec<String> {
             secs(Some(p95))
         ));
     }
+    reasoning_notes(w, &mut out);
     let cut: u64 = w
         .levels
         .iter()

@@ -219,6 +219,13 @@ pub fn target_section(r: &SweepReport, settings: Option<&TargetSettings>, id: &s
     if !st.models.is_empty() {
         fact(&mut out, "models served", &st.models.join(", "));
     }
+    if !st.reasoning_field.is_empty() {
+        fact(
+            &mut out,
+            "reasoning",
+            &format!("streamed in delta.{}", st.reasoning_field),
+        );
+    }
     out.push_str("</dl>\n");
     if let Some(s) = settings {
         out.push_str("<dl>");
@@ -346,7 +353,8 @@ fn series(
     }
 }
 
-/// The six charts of a workload, each with the knee and recommendation.
+/// The charts of a workload (six, seven for a reasoning model), each with
+/// the knee and recommendation.
 pub fn charts(w: &WorkloadReport, settings: Option<&TargetSettings>) -> Vec<LineChart> {
     let l = &w.levels;
     let c = &w.capacity;
@@ -420,7 +428,7 @@ pub fn charts(w: &WorkloadReport, settings: Option<&TargetSettings>) -> Vec<Line
     let p = |f: fn(&LevelSummary) -> &Percentiles, q: fn(&Percentiles) -> Option<f64>| {
         move |l: &LevelSummary| q(f(l))
     };
-    vec![
+    let mut charts = vec![
         chart(
             "Aggregate throughput",
             Unit::TokensPerSecond,
@@ -526,7 +534,37 @@ pub fn charts(w: &WorkloadReport, settings: Option<&TargetSettings>) -> Vec<Line
             ],
             ratio_rules,
         ),
-    ]
+    ];
+    // A reasoning model answers after its thinking: when it did, the time
+    // to the answer, beside the TTFT chart (elsewhere it equals TTFT, and
+    // the notes say so).
+    if text::reasons(w) {
+        let answer = chart(
+            "Time to first answer token (after reasoning)",
+            Unit::Seconds,
+            vec![
+                series(
+                    "answer_ttft_p50",
+                    "p50",
+                    TEAL,
+                    false,
+                    l,
+                    p(|l| &l.answer_ttft_seconds, |p| p.p50),
+                ),
+                series(
+                    "answer_ttft_p95",
+                    "p95",
+                    ORANGE,
+                    true,
+                    l,
+                    p(|l| &l.answer_ttft_seconds, |p| p.p95),
+                ),
+            ],
+            Vec::new(),
+        );
+        charts.insert(2, answer);
+    }
+    charts
 }
 
 /// The samples each level's figures rest on.
