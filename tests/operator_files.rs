@@ -763,6 +763,8 @@ fn systemd_analyze_security_exposure_at_most_2() {
 /// operator-provided gateway setting and Prometheus' own `up`.
 const KNOWN_METRICS: &[&str] = &[
     "llmprobe_sweep_ttft_seconds",
+    "llmprobe_sweep_answer_ttft_seconds",
+    "llmprobe_sweep_reasoning_tokens",
     "llmprobe_sweep_latency_seconds",
     "llmprobe_sweep_inter_token_latency_seconds",
     "llmprobe_sweep_generation_tokens_per_second",
@@ -791,6 +793,8 @@ const KNOWN_METRICS: &[&str] = &[
     "llmprobe_sweep_last_completion_timestamp_seconds",
     "llmprobe_gateway_overhead_seconds",
     "llmprobe_request_ttft_seconds_bucket",
+    "llmprobe_request_answer_ttft_seconds_bucket",
+    "llmprobe_reasoning_tokens_total",
     "llmprobe_request_duration_seconds_bucket",
     "llmprobe_requests_total",
     "llmprobe_requests_saved_total",
