@@ -64,6 +64,7 @@ fn level(concurrency: u32, prompt_scale: f64) -> LevelSummary {
         reasoning_tokens: 0,
         reasoning_token_source: "chunks",
         requests_without_answer: 0,
+        reasoning_fields: Default::default(),
         latency_seconds: pct(n, 4.0 * c.sqrt()),
         inter_token_latency_seconds: pct(n * 255, 0.015 * c.sqrt()),
         generation_tokens_per_second: pct(n, 65.0 / c.sqrt()),
@@ -200,6 +201,12 @@ fn realistic_exposition() -> String {
             for ms in [20, 80, 300, 1200] {
                 metrics.observe_request(target, model, workload, &ok_sample(ms));
             }
+            // A reasoning model's request: 200 tokens of thinking first.
+            let mut thought = ok_sample(40);
+            thought.thinking.chunks = 200;
+            thought.thinking.answer_ttft = Some(Duration::from_millis(3040));
+            thought.thinking.usage_tokens = Some(200);
+            metrics.observe_request(target, model, workload, &thought);
             for outcome in [Outcome::Shed, Outcome::Timeout, Outcome::ProtocolError] {
                 metrics.observe_request(
                     target,
@@ -225,6 +232,13 @@ fn promtool_check_metrics_finds_nothing_to_complain_about() {
     // The content is what the test means to check.
     for family in [
         "llmprobe_sweep_ttft_seconds",
+        "llmprobe_sweep_answer_ttft_seconds",
+        "llmprobe_sweep_reasoning_tokens",
+        "llmprobe_capacity_requests_per_second",
+        "llmprobe_capacity_requests_per_second_samples",
+        "llmprobe_request_answer_ttft_seconds_bucket",
+        "llmprobe_reasoning_tokens_total",
+        "quantity=\"answer_ttft\"",
         "llmprobe_sweep_samples",
         "llmprobe_sweep_requests",
         "llmprobe_capacity_saturation_concurrency",

@@ -82,6 +82,7 @@ fn level(concurrency: u32, ok: u64, failures: &[(Outcome, u64, &str)]) -> LevelS
         reasoning_tokens: 0,
         reasoning_token_source: if ok == 0 { "none" } else { "chunks" },
         requests_without_answer: 0,
+        reasoning_fields: Default::default(),
         latency_seconds: p(1.25 * c.sqrt()),
         inter_token_latency_seconds: Percentiles {
             count: n * 63,

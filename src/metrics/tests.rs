@@ -108,6 +108,7 @@ fn level(concurrency: u32) -> LevelSummary {
         reasoning_tokens: 0,
         reasoning_token_source: "chunks",
         requests_without_answer: 0,
+        reasoning_fields: Default::default(),
         latency_seconds: pct(10, 2.0 * c),
         inter_token_latency_seconds: pct(500, 0.01 * c),
         generation_tokens_per_second: pct(10, 50.0 / c),

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::redact;
 use crate::config::secret::Secret;
 use crate::probe::client::{Client, SendError};
-use crate::stats::sample::{Outcome, Sample, TokenSource};
+use crate::stats::sample::{Outcome, ReasoningFields, Sample, Thinking, TokenSource};
 use crate::stream::chunk::{self, Chunk, ChunkInfo};
 use crate::stream::sse::{SseDecoder, SseEvent};
 
@@ -254,6 +254,12 @@ struct StreamState {
     usage_prompt: Option<u64>,
     usage_cached: Option<u64>,
     usage_seen: bool,
+    /// The first chunk that carried the answer (not only thinking).
+    first_answer: Option<Instant>,
+    /// Chunks that carried a reasoning model's thinking, and in which fields.
+    reasoning_chunks: u64,
+    reasoning_fields: ReasoningFields,
+    usage_reasoning: Option<u64>,
     finish_reason_seen: bool,
     done: bool,
     /// Content chunks beyond which the stream is abandoned.
@@ -283,6 +289,10 @@ impl StreamState {
             content_chunks: 0,
             usage_completion: None,
             usage_prompt: None,
+            first_answer: None,
+            reasoning_chunks: 0,
+            reasoning_fields: ReasoningFields::default(),
+            usage_reasoning: None,
             finish_reason_seen: false,
             done: false,
             failed: None,
@@ -320,6 +330,16 @@ impl StreamState {
                     }
                     self.last = Some(arrived);
                     self.content_chunks += 1;
+                    // The same arrival time as the first token's: no
+                    // parsing between the bytes and the answer's clock.
+                    if info.answered && self.first_answer.is_none() {
+                        self.first_answer = Some(arrived);
+                    }
+                    if info.reasoning || info.reasoning_content {
+                        self.reasoning_chunks += 1;
+                        self.reasoning_fields.reasoning |= info.reasoning;
+                        self.reasoning_fields.reasoning_content |= info.reasoning_content;
+                    }
                     if let Some(ceiling) = self.chunk_ceiling {
                         if self.content_chunks > ceiling {
                             self.failed = Some(format!(
@@ -344,6 +364,9 @@ impl StreamState {
                     }
                     if u.cached_prompt_tokens.is_some() {
                         self.usage_cached = u.cached_prompt_tokens;
+                    }
+                    if u.reasoning_tokens.is_some() {
+                        self.usage_reasoning = u.reasoning_tokens;
                     }
                 }
             }
@@ -417,7 +440,12 @@ impl StreamState {
             elapsed: end - self.sent,
             connect: None,
             usage_disagreed,
-            thinking: Default::default(),
+            thinking: Thinking {
+                answer_ttft: self.first_answer.map(|a| a - self.sent),
+                chunks: self.reasoning_chunks,
+                usage_tokens: self.usage_reasoning,
+                fields: self.reasoning_fields,
+            },
         }
     }
 }

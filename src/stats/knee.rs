@@ -85,6 +85,7 @@ mod tests {
             reasoning_tokens: 0,
             reasoning_token_source: "chunks",
             requests_without_answer: 0,
+            reasoning_fields: Default::default(),
             latency_seconds: Default::default(),
             inter_token_latency_seconds: Default::default(),
             generation_tokens_per_second: Default::default(),

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::config::Slo;
 use crate::stats::report::{Breach, EarlyStop, LevelRole, LevelSummary, Percentiles};
-use crate::stats::sample::{Outcome, Sample, TokenSource};
+use crate::stats::sample::{Outcome, ReasoningFields, Sample, TokenSource};
 
 /// The `q` quantile (0..=1) of already sorted values, by linear interpolation
 /// between closest ranks: numpy's default `linear` method (Hyndman and Fan
@@ -253,6 +253,9 @@ pub fn summarize_level(
         reasoning_tokens,
         reasoning_token_source,
         requests_without_answer: ok.iter().filter(|s| s.answer_ttft().is_none()).count() as u64,
+        reasoning_fields: samples.iter().fold(ReasoningFields::default(), |f, s| {
+            f.union(s.thinking.fields)
+        }),
         latency_seconds: latency,
         inter_token_latency_seconds: percentiles(&mut itl),
         generation_tokens_per_second: percentiles(&mut speed),

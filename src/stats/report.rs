@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::config::Target;
-use crate::stats::sample::Outcome;
+use crate::stats::sample::{Outcome, ReasoningFields};
 
 /// How output tokens can have been counted (`LevelSummary::token_source`).
 pub const TOKEN_SOURCES: [&str; 4] = ["usage", "chunks", "mixed", "none"];
@@ -304,6 +304,10 @@ pub struct LevelSummary {
     /// limit spent on thinking).
     #[serde(default)]
     pub requests_without_answer: u64,
+    /// The delta fields the level's thinking came in; the sweep reports
+    /// them once, in `setup.reasoning_field`, so they are not written here.
+    #[serde(skip)]
+    pub reasoning_fields: ReasoningFields,
     /// End-to-end latency, seconds.
     pub latency_seconds: Percentiles,
     /// Gaps between content chunks, seconds.

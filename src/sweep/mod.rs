@@ -27,7 +27,7 @@ use crate::stats::level;
 use crate::stats::report::{
     Basis, Counts, Decision, LevelSummary, SweepKind, SweepReport, Verdict, WorkloadReport,
 };
-use crate::stats::sample::Outcome;
+use crate::stats::sample::{Outcome, ReasoningFields};
 use crate::stats::verdict::{self, Breach, Tally};
 use crate::sweep::ladder::{Ladder, WarmStart};
 use closed_loop::Pass;
@@ -225,6 +225,15 @@ pub async fn run_after(
     } else {
         error.or_else(|| unreachable_error(&workloads))
     };
+    let mut setup = setup;
+    setup.reasoning_field = workloads
+        .iter()
+        .flat_map(|w| &w.levels)
+        .fold(ReasoningFields::default(), |f, l| {
+            f.union(l.reasoning_fields)
+        })
+        .names()
+        .to_string();
     SweepReport {
         target: target.name.clone(),
         kind: if warm.is_some() {
