@@ -420,9 +420,12 @@ impl StreamState {
         let cached_prompt_tokens = self
             .usage_cached
             .filter(|&c| prompt_tokens.is_some_and(|p| c <= p));
+        // Reasoning is part of the output: a report of more is not trusted.
+        let reasoning_tokens = self.usage_reasoning.filter(|&r| r <= output_tokens);
         let usage_disagreed = output_disagreed
             || prompt_tokens != self.usage_prompt
-            || cached_prompt_tokens != self.usage_cached;
+            || cached_prompt_tokens != self.usage_cached
+            || reasoning_tokens != self.usage_reasoning;
         let end = self.end.unwrap_or(last).max(last);
         Sample {
             outcome: Outcome::Ok,
@@ -443,7 +446,7 @@ impl StreamState {
             thinking: Thinking {
                 answer_ttft: self.first_answer.map(|a| a - self.sent),
                 chunks: self.reasoning_chunks,
-                usage_tokens: self.usage_reasoning,
+                usage_tokens: reasoning_tokens,
                 fields: self.reasoning_fields,
             },
         }
@@ -566,6 +569,49 @@ mod tests {
             now,
         );
         s.into_sample(200)
+    }
+
+    #[test]
+    fn the_answer_clock_stops_at_the_first_answer_chunk_after_the_thinking() {
+        let sent = Instant::now();
+        let at = |ms: u64| sent + Duration::from_millis(ms);
+        let mut s = StreamState::new(sent, None);
+        let events: [(&[u8], u64); 6] = [
+            (br#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#, 5),
+            (br#"{"choices":[{"index":0,"delta":{"reasoning":"Let"}}]}"#, 40),
+            (br#"{"choices":[{"index":0,"delta":{"reasoning":" me"}}]}"#, 60),
+            (br#"{"choices":[{"index":0,"delta":{"content":"Yes"}}]}"#, 900),
+            (br#"{"choices":[{"index":0,"delta":{"content":"."},"finish_reason":"stop"}]}"#, 920),
+            (br#"{"choices":[],"usage":{"completion_tokens":4,"completion_tokens_details":{"reasoning_tokens":2}}}"#, 925),
+        ];
+        for (data, ms) in events {
+            s.on_event(SseEvent { event: None, data }, at(ms));
+        }
+        let sample = s.into_sample(200);
+        assert_eq!(sample.outcome, Outcome::Ok);
+        assert_eq!(
+            sample.ttft,
+            Some(Duration::from_millis(40)),
+            "the first thinking token"
+        );
+        assert_eq!(sample.answer_ttft(), Some(Duration::from_millis(900)));
+        assert_eq!(sample.thinking.chunks, 2);
+        assert!(sample.thinking.fields.reasoning && !sample.thinking.fields.reasoning_content);
+        assert_eq!(sample.reasoning_tokens(), (2, TokenSource::Usage));
+        assert_eq!(sample.output_tokens, 4, "thinking is output");
+        assert!(!sample.usage_disagreed);
+    }
+
+    #[test]
+    fn reasoning_reported_above_the_output_is_not_trusted() {
+        let s = stream_with_usage(
+            8,
+            r#"{"completion_tokens":8,"completion_tokens_details":{"reasoning_tokens":5000}}"#,
+            u64::MAX,
+        );
+        assert_eq!(s.thinking.usage_tokens, None);
+        assert!(s.usage_disagreed);
+        assert_eq!(s.reasoning_tokens(), (0, TokenSource::Chunks));
     }
 
     #[test]

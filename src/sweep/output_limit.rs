@@ -415,6 +415,7 @@ mod tests {
             server_version: "1".into(),
             models: vec!["m".into()],
             model_listed: Some(true),
+            ..Setup::default()
         }
     }
 
