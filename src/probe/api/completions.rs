@@ -70,6 +70,7 @@ mod tests {
             read(token),
             ChunkInfo {
                 generated: true,
+                answered: true,
                 ..ChunkInfo::default()
             }
         );
@@ -85,6 +86,7 @@ mod tests {
                     prompt_tokens: Some(5),
                     completion_tokens: Some(16),
                     cached_prompt_tokens: None,
+                    reasoning_tokens: None,
                 }),
                 ..ChunkInfo::default()
             }
