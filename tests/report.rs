@@ -162,6 +162,9 @@ fn the_report_of_a_json_document_validates_and_carries_its_numbers() {
             ("throughput", &l["throughput_tokens_per_second"]),
             ("ttft_p50", &l["ttft_seconds"]["p50"]),
             ("ttft_p95", &l["ttft_seconds"]["p95"]),
+            // The shipped simulator reasons, so its answer TTFT is charted.
+            ("answer_ttft_p50", &l["answer_ttft_seconds"]["p50"]),
+            ("answer_ttft_p95", &l["answer_ttft_seconds"]["p95"]),
             ("latency_p95", &l["latency_seconds"]["p95"]),
             ("latency_p50", &l["latency_seconds"]["p50"]),
             ("generation_p50", &l["generation_tokens_per_second"]["p50"]),
@@ -186,7 +189,7 @@ fn the_report_of_a_json_document_validates_and_carries_its_numbers() {
     found_sorted.sort_by(|a, b| a.partial_cmp(b).unwrap());
     expected.sort_by(|a, b| a.partial_cmp(b).unwrap());
     assert_eq!(found_sorted, expected);
-    assert_eq!(found.len(), 5 * 10, "five levels, ten series");
+    assert_eq!(found.len(), 5 * 12, "five levels, twelve series");
     let cap = &w["capacity"];
     assert!(html.contains(&format!(
         "<div class=\"kpi knee\"><b>{}</b>",
@@ -277,7 +280,9 @@ fn sweep_writes_the_html_report_to_a_file() {
     assert!(out.stdout.is_empty(), "the report went to the file");
     assert_valid_html(&page);
     let html = std::fs::read_to_string(&page).unwrap();
-    assert_eq!(html.matches("<svg").count(), 6);
+    // The shipped simulator reasons: the answer TTFT has a chart of its own.
+    assert_eq!(html.matches("<svg").count(), 7);
+    assert!(html.contains("Time to first answer token"));
     assert!(html.contains(">knee 8</text>"));
     assert!(
         html.contains("built-in simulated engine"),

@@ -232,12 +232,15 @@ fn reasoning_notes(w: &WorkloadReport, out: &mut Vec<String>) {
         0.0
     };
     out.push(format!(
-        "reasoning: {mean:.0} tokens per completed request before the answer (counted from: {source});          `ans` columns are the time to the first answer token. Generation speed counts the reasoning          tokens: a late answer after long reasoning is not slow decoding"
+        "reasoning: {mean:.0} tokens per completed request before the answer (counted from: {source}); \
+         `ans`: time to the first answer token; generation speed counts the reasoning tokens \
+         (a late answer after long reasoning is not slow decoding)"
     ));
     let unanswered: u64 = w.levels.iter().map(|l| l.requests_without_answer).sum();
     if unanswered > 0 {
         out.push(format!(
-            "warning: {unanswered} completed requests reasoned until the output limit and never answered              (raise max_completion_tokens)"
+            "warning: {unanswered} completed requests reasoned until the output limit and never answered \
+             (raise max_completion_tokens)"
         ));
     }
 }
