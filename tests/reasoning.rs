@@ -100,9 +100,10 @@ async fn server(answer: Answer) -> RawServer {
                 .usage_reasoning
                 .map(|n| format!(",\"completion_tokens_details\":{{\"reasoning_tokens\":{n}}}"))
                 .unwrap_or_default();
+            // The reported reasoning is part of the completion tokens.
             conn.write(format!(
                 "data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":3,\"completion_tokens\":{}{details}}}}}\n\n",
-                a.thinking + a.answer
+                a.usage_reasoning.unwrap_or(a.thinking) + a.answer
             ))
             .await;
             conn.write(DONE).await;
@@ -135,8 +136,10 @@ fn levels(report: &SweepReport) -> &[LevelSummary] {
     levels
 }
 
-/// Every percentile of the answer TTFT is at least `THINK` after the TTFT's
-/// (each request's answer is, so each order statistic is too).
+/// Every request of the level answered, no earlier than its first token and
+/// than `THINK` after it was sent (the server wrote the answer that late;
+/// so each order statistic is too). Lower bounds only: a client that read
+/// late may see the thinking and the answer in one read, at one instant.
 fn answered_after_thinking(l: &LevelSummary) {
     let (t, a) = (&l.ttft_seconds, &l.answer_ttft_seconds);
     let ok = l.count(llmprobe::stats::sample::Outcome::Ok) as usize;
@@ -144,8 +147,8 @@ fn answered_after_thinking(l: &LevelSummary) {
     for (ttft, answer) in [(t.p50, a.p50), (t.p95, a.p95), (t.p99, a.p99)] {
         let (ttft, answer) = (ttft.unwrap(), answer.unwrap());
         assert!(
-            answer >= ttft + THINK.as_secs_f64(),
-            "c={}: answer TTFT {answer} should be {THINK:?} after TTFT {ttft}",
+            answer >= ttft && answer >= THINK.as_secs_f64(),
+            "c={}: answer TTFT {answer} should be at least TTFT {ttft} and {THINK:?}",
             l.concurrency
         );
     }
@@ -298,12 +301,17 @@ async fn the_simulator_reasons_when_asked_under_either_name() {
             let ok = l.count(llmprobe::stats::sample::Outcome::Ok);
             assert_eq!(l.reasoning_tokens, 6 * ok, "{name} c={}", l.concurrency);
             assert_eq!(l.output_tokens, 16 * ok);
-            // Six more decode steps of at least step_base (4 ms) each.
+            // The answer is the 7th token: at least seven decode steps of at
+            // least step_base (4 ms) after the send, and after the first.
             let (t, a) = (
                 l.ttft_seconds.p50.unwrap(),
                 l.answer_ttft_seconds.p50.unwrap(),
             );
-            assert!(a >= t + 0.024, "{name} c={}: {a} vs {t}", l.concurrency);
+            assert!(
+                a >= t && a >= 0.028,
+                "{name} c={}: {a} vs {t}",
+                l.concurrency
+            );
         }
     }
 }
