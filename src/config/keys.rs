@@ -32,7 +32,7 @@ use serde::Deserialize;
 
 use super::checks::{MAX_LEVEL, MAX_REQUESTS_PER_LEVEL};
 use super::gentle::Resolution;
-use super::values::{Api, MaxTokensField, RequestsPerLevel, RESERVED_BODY_KEYS};
+use super::values::{Api, MaxTokensField, RequestsPerLevel, ServerMetricsUrl, RESERVED_BODY_KEYS};
 
 /// The one list of per-target keys: calls `$then! { $($pass)* [keys] }`.
 /// Each entry: doc comments, at most one `#[serde(...)]` (for the file
@@ -123,6 +123,17 @@ macro_rules! per_target_keys {
                     format!("{e} (1: an undecided level sends no more requests)")
                 })
             }),
+            /// Where the server's own Prometheus metrics are read during
+            /// each level: a URL, or `off`; unset: `/metrics` beside `/v1`,
+            /// when it answers with a known engine's figures.
+            server_metrics_url: String => $crate::config::values::ServerMetricsUrl
+                = rule(ServerMetricsUrl::from_file).check(|u| u.check()),
+            /// How often they are read while a level runs (at least 50ms:
+            /// each read parses the whole exposition).
+            #[serde(default, with = "humantime_serde")]
+            server_metrics_period: std::time::Duration => std::time::Duration
+                = rule(|v| v.unwrap_or(Duration::from_millis(250)))
+                .check(|d| at_least(*d, Duration::from_millis(50))),
         ] }
     };
 }
@@ -311,6 +322,16 @@ fn more_than_zero(d: Duration) -> Result<(), String> {
     Ok(())
 }
 
+fn at_least(d: Duration, min: Duration) -> Result<(), String> {
+    if d < min {
+        return Err(format!(
+            "must be at least {}",
+            humantime::format_duration(min)
+        ));
+    }
+    Ok(())
+}
+
 fn share(x: f64) -> Result<(), String> {
     if !(0.0..=1.0).contains(&x) {
         return Err("must be between 0 and 1".into());
@@ -440,6 +461,7 @@ impl Merge for BTreeMap<String, serde_json::Value> {
 }
 impl Merge for std::path::PathBuf {}
 impl Merge for bool {}
+impl Merge for String {}
 impl Merge for Resolution {}
 
 impl Merge for SloFile {

@@ -1,6 +1,6 @@
 //! Values written in the file and kept as they are once resolved: a
 //! percentage, a number of requests per level, the output-limit field, the
-//! endpoint kind.
+//! endpoint kind, where a server's metrics are read.
 
 use serde::{Deserialize, Deserializer};
 
@@ -210,3 +210,36 @@ pub const RESERVED_BODY_KEYS: &[&str] = &[
     "temperature",
     "top_p",
 ];
+
+/// Where a target's server metrics are read (`server_metrics_url`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ServerMetricsUrl {
+    /// Not configured: `/metrics` beside `/v1`, if it answers with a known engine's figures.
+    #[default]
+    Find,
+    /// This URL (http or https, no credentials), without a trailing slash.
+    At(String),
+    /// Never read.
+    Off,
+}
+
+impl ServerMetricsUrl {
+    /// The key's value as written (None: not set).
+    pub fn from_file(v: Option<String>) -> Self {
+        match v.as_deref().map(str::trim) {
+            None => ServerMetricsUrl::Find,
+            Some("off") => ServerMetricsUrl::Off,
+            Some(url) => ServerMetricsUrl::At(url.trim_end_matches('/').to_string()),
+        }
+    }
+
+    /// A URL must be one llmprobe may read (see `check_base_url`).
+    pub fn check(&self) -> Result<(), String> {
+        match self {
+            ServerMetricsUrl::At(url) => super::checks::check_base_url(url)
+                .map(drop)
+                .map_err(|e| format!("{e} (or `off`)")),
+            _ => Ok(()),
+        }
+    }
+}
