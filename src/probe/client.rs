@@ -28,6 +28,10 @@ tokio::task_local! {
 #[derive(Clone, Debug)]
 pub struct Client {
     http: reqwest::Client,
+    /// Its own pool, for reads beside the measured requests (a server's
+    /// metrics during a level): they never take or add a connection of
+    /// the measured ones.
+    aside: reqwest::Client,
 }
 
 /// Why a request got no response.
@@ -98,20 +102,27 @@ impl Client {
         connect_timeout: Duration,
         tls: Option<rustls::ClientConfig>,
     ) -> Result<Self, String> {
-        let mut builder = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(connect_timeout)
-            .tcp_nodelay(true)
-            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-            .connector_layer(TimeConnects)
-            .user_agent(concat!("llmprobe/", env!("CARGO_PKG_VERSION")));
+        let builder = || {
+            reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .connect_timeout(connect_timeout)
+                .tcp_nodelay(true)
+                .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+                .user_agent(concat!("llmprobe/", env!("CARGO_PKG_VERSION")))
+        };
+        let (mut main, mut aside) = (builder().connector_layer(TimeConnects), builder());
         if let Some(tls) = tls {
-            builder = builder.use_preconfigured_tls(tls);
+            aside = aside.use_preconfigured_tls(tls.clone());
+            main = main.use_preconfigured_tls(tls);
         }
-        let http = builder
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
-        Ok(Client { http })
+        let built = |b: reqwest::ClientBuilder| {
+            b.build()
+                .map_err(|e| format!("cannot build the HTTP client: {e}"))
+        };
+        Ok(Client {
+            http: built(main)?,
+            aside: built(aside.pool_max_idle_per_host(1))?,
+        })
     }
 
     /// POSTs a JSON body and returns once the response headers arrived.
@@ -153,6 +164,11 @@ impl Client {
             req = req.bearer_auth(key.expose());
         }
         Self::finish(req.send().await)
+    }
+
+    /// GETs a URL without a key on the side pool, with its own time limit.
+    pub async fn get_aside(&self, url: &str, timeout: Duration) -> Result<Response, SendError> {
+        Self::finish(self.aside.get(url).timeout(timeout).send().await)
     }
 
     fn finish(result: reqwest::Result<reqwest::Response>) -> Result<Response, SendError> {

@@ -50,6 +50,7 @@ pub fn capacity(
         _ => 0.0,
     };
     Capacity {
+        limit: None,
         knee_concurrency: knee,
         throughput_tokens_per_second: knee_level.map_or(0.0, |l| l.throughput_tokens_per_second),
         requests_per_second,

@@ -240,6 +240,7 @@ pub fn summarize_level(
     };
 
     LevelSummary {
+        server: None,
         concurrency,
         role: LevelRole::Configured,
         requests,

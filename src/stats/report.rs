@@ -9,7 +9,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::config::Target;
+use crate::stats::limit::Limit;
 use crate::stats::sample::{Outcome, ReasoningFields};
+use crate::stats::server::{ServerMetrics, ServerSignals};
 
 /// How output tokens can have been counted (`LevelSummary::token_source`).
 pub const TOKEN_SOURCES: [&str; 4] = ["usage", "chunks", "mixed", "none"];
@@ -374,6 +376,9 @@ pub struct LevelSummary {
     /// The statistical verdict (None in documents written before it).
     #[serde(default)]
     pub verdict: Option<Verdict>,
+    /// What the server's own metrics said during the level (None: not read).
+    #[serde(default)]
+    pub server: Option<ServerSignals>,
     /// Whether the level counts toward the knee: its verdict passed (a
     /// break or an undecided level does not).
     pub within_slo: bool,
@@ -444,6 +449,9 @@ pub struct Capacity {
     /// without a knee).
     #[serde(default)]
     pub knee_measured_at_unix_seconds: Option<f64>,
+    /// What binds at the knee (None only in documents written before it).
+    #[serde(default)]
+    pub limit: Option<Limit>,
 }
 
 /// Which request field carried the output limit, and how it was chosen.
@@ -530,6 +538,9 @@ pub struct SweepReport {
     /// The request field that bounded the output.
     #[serde(default)]
     pub output_limit: OutputLimit,
+    /// Where the server's own metrics were read, if anywhere.
+    #[serde(default)]
+    pub server_metrics: ServerMetrics,
     /// Per-workload results.
     pub workloads: Vec<WorkloadReport>,
 }
@@ -667,6 +678,7 @@ mod tests {
             finished_at_unix_seconds: at,
             setup: Setup::default(),
             output_limit: Default::default(),
+            server_metrics: Default::default(),
             workloads: Vec::new(),
         }
     }

@@ -12,6 +12,7 @@ pub mod ladder;
 pub mod output_limit;
 pub mod refine;
 mod requests;
+pub(crate) mod signals;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +25,7 @@ use crate::config::Target;
 use crate::stats::carry;
 use crate::stats::evidence::{self, Evidence};
 use crate::stats::level;
+use crate::stats::limit;
 use crate::stats::report::{
     Basis, Counts, Decision, LevelSummary, SweepKind, SweepReport, Verdict, WorkloadReport,
 };
@@ -105,6 +107,10 @@ pub async fn run_after(
         s = crate::probe::setup::discover(client, base_url, target.api_key.as_ref(), &target.model) => s,
         _ = cancel.cancelled() => Default::default(),
     };
+    let (server_metrics, server) = tokio::select! {
+        found = signals::locate(client, target, base_url) => found,
+        _ = cancel.cancelled() => Default::default(),
+    };
     if setup.model_listed == Some(false) {
         tracing::warn!(
             target_name = %target.name,
@@ -171,6 +177,7 @@ pub async fn run_after(
                         watch.clone(),
                         earlier,
                         &pool,
+                        server.as_ref(),
                     );
                     let measured = run.await;
                     checked += watch.as_ref().map_or(0, |w| w.bounded());
@@ -248,6 +255,7 @@ pub async fn run_after(
         finished_at_unix_seconds: unix_now(),
         setup,
         output_limit: choice.report(checked),
+        server_metrics,
         workloads,
     }
 }
@@ -302,6 +310,7 @@ async fn run_workload(
     watch: Option<Arc<output_limit::Watch>>,
     earlier: Option<Earlier<'_>>,
     pool: &(dyn Fn(u32) -> evidence::Prior + Sync),
+    server: Option<&signals::Watch>,
 ) -> Result<WorkloadReport, String> {
     let requests = Arc::new(requests);
     let target = requests.target.clone();
@@ -392,8 +401,13 @@ async fn run_workload(
         env.observer
             .level_started(&target, &workload, concurrency, n);
         let pooled = pool(concurrency);
+        let reading = server.map(signals::Watch::start);
         let judged = judge_level(&run, &target, concurrency, n, &pooled).await;
         drop(places);
+        let server_signals = match reading {
+            Some(r) => Some(r.finish().await),
+            None => None,
+        };
         if let Some(why) = unbounded() {
             return Err(why);
         }
@@ -419,6 +433,7 @@ async fn run_workload(
         summary.planned_requests = planned;
         summary.within_slo = verdict.counted_as == Decision::Pass;
         summary.verdict = Some(verdict);
+        summary.server = server_signals;
         if let Some(breach) = measured.stopped {
             // Certain to break in full (stats::verdict): the partial level
             // is judged as the full one would be.
@@ -481,13 +496,14 @@ async fn run_workload(
         }
         (why, _) => why,
     };
-    let capacity = carry::capacity(
+    let mut capacity = carry::capacity(
         &levels,
         &carried_levels,
         &starved,
         target.headroom,
         stopped_because,
     );
+    capacity.limit = Some(limit::of(&levels, capacity.knee_concurrency, &target.slo));
     Ok(WorkloadReport {
         workload: workload.name.clone(),
         levels,
