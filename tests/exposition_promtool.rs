@@ -43,6 +43,7 @@ fn level(concurrency: u32, prompt_scale: f64) -> LevelSummary {
     outcomes.insert(Outcome::Timeout.as_str(), timeout);
     let n = ok as usize;
     LevelSummary {
+        server: None,
         concurrency,
         // 12 sits between the configured 8 and 16: a refinement probe.
         role: if concurrency == 12 {
@@ -102,6 +103,7 @@ fn report(target: &str, model: &str, success: bool) -> SweepReport {
             skipped_levels: Vec::new(),
             carried_levels: Vec::new(),
             capacity: Capacity {
+                limit: None,
                 knee_concurrency: 4,
                 throughput_tokens_per_second: 120.0,
                 requests_per_second: 1.6,
@@ -118,6 +120,7 @@ fn report(target: &str, model: &str, success: bool) -> SweepReport {
         })
         .collect();
     SweepReport {
+        server_metrics: Default::default(),
         target: target.to_string(),
         kind: SweepKind::Full,
         model: model.to_string(),

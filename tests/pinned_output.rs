@@ -65,6 +65,7 @@ fn level(concurrency: u32, ok: u64, failures: &[(Outcome, u64, &str)]) -> LevelS
         p99: some(base * 2.5),
     };
     LevelSummary {
+        server: None,
         concurrency,
         role: LevelRole::Configured,
         requests,
@@ -162,6 +163,7 @@ fn verdict(concurrency: u32, ok: u64, shed: u64, errors: u64) -> Verdict {
 /// stops at timeouts and errors.
 fn good_report() -> SweepReport {
     SweepReport {
+        server_metrics: Default::default(),
         target: "worker-1".to_string(),
         kind: SweepKind::Full,
         model: "qwen2.5:7b".to_string(),
@@ -204,6 +206,7 @@ fn good_report() -> SweepReport {
                     ),
                 ],
                 capacity: Capacity {
+                    limit: None,
                     knee_concurrency: 4,
                     throughput_tokens_per_second: 102.4,
                     requests_per_second: 2.4,
@@ -239,6 +242,7 @@ fn good_report() -> SweepReport {
                     ),
                 ],
                 capacity: Capacity {
+                    limit: None,
                     knee_concurrency: 1,
                     throughput_tokens_per_second: 51.2,
                     requests_per_second: 10.0,
@@ -264,6 +268,7 @@ fn good_report() -> SweepReport {
 /// the only level failed to connect.
 fn failed_report() -> SweepReport {
     SweepReport {
+        server_metrics: Default::default(),
         target: "gateway \"eu\"".to_string(),
         kind: SweepKind::Full,
         model: "llama3.1:8b".to_string(),
@@ -289,6 +294,7 @@ fn failed_report() -> SweepReport {
                 &[(Outcome::ConnectError, 8, "connection refused")],
             )],
             capacity: Capacity {
+                limit: None,
                 knee_concurrency: 0,
                 throughput_tokens_per_second: 0.0,
                 requests_per_second: 0.0,

@@ -102,6 +102,7 @@ pub fn report(target: usize) -> SweepReport {
         })
         .collect();
     SweepReport {
+        server_metrics: Default::default(),
         target: format!("worker-{target:03}"),
         kind: Default::default(),
         model: "Qwen/Qwen2.5-7B-Instruct".into(),

@@ -1,11 +1,13 @@
 //! The faces: what a person reads. `text` (the reports in words: the
 //! tables, and the phrases the HTML page shares), `json` (the one JSON
 //! document, written and read back), `html` (the report page), `progress`
-//! (the line on stderr during a one-shot sweep), `explain` (what
+//! (the line on stderr during a one-shot sweep), `signals` (the engine's
+//! signals and the limit in words), `explain` (what
 //! `check-config` prints).
 
 pub mod explain;
 pub mod html;
 pub mod json;
 pub mod progress;
+pub mod signals;
 pub mod text;

@@ -11,6 +11,8 @@ use crate::stats::report::{
 };
 use crate::stats::sample::Outcome;
 
+use super::signals;
+
 fn secs(v: Option<f64>) -> String {
     match v {
         None => "-".into(),
@@ -94,6 +96,7 @@ pub fn table(reports: &[SweepReport]) -> String {
         if let Some(line) = output_limit(r) {
             let _ = writeln!(out, "  {line}");
         }
+        let _ = writeln!(out, "  {}", signals::server_metrics_line(r));
         if let Some(e) = &r.error {
             let _ = writeln!(out, "  sweep failed: {e}");
         }
@@ -152,6 +155,13 @@ pub fn table(reports: &[SweepReport]) -> String {
                     level_notes(l),
                 );
             }
+            let server = signals::server_rows(w);
+            if !server.is_empty() {
+                let _ = writeln!(out, "\n  the server's own metrics per level");
+            }
+            for row in server {
+                let _ = writeln!(out, "  {row}");
+            }
             let c = &w.capacity;
             let _ = writeln!(
                 out,
@@ -162,6 +172,9 @@ pub fn table(reports: &[SweepReport]) -> String {
             );
             if c.knee_concurrency > 0 {
                 let _ = writeln!(out, "  {}", request_rate(c));
+            }
+            if let Some(line) = signals::limit_line(c) {
+                let _ = writeln!(out, "  {line}");
             }
             let _ = writeln!(out, "  saturation: {}", saturation(c));
             if let Some(why) = &c.stopped_because {

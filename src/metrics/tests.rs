@@ -95,6 +95,7 @@ fn level(concurrency: u32) -> LevelSummary {
     outcomes.insert("ok", 10);
     outcomes.insert("shed", 2);
     LevelSummary {
+        server: None,
         concurrency,
         role: Default::default(),
         requests: 12,
@@ -141,6 +142,7 @@ fn workload(name: &str, levels: &[u32]) -> WorkloadReport {
         skipped_levels: Vec::new(),
         carried_levels: Vec::new(),
         capacity: Capacity {
+            limit: None,
             knee_concurrency: levels.last().copied().unwrap_or(0),
             throughput_tokens_per_second: 123.0,
             requests_per_second: 2.5,
@@ -157,6 +159,7 @@ fn workload(name: &str, levels: &[u32]) -> WorkloadReport {
 
 fn report(target: &str, workloads: Vec<WorkloadReport>) -> SweepReport {
     SweepReport {
+        server_metrics: Default::default(),
         target: target.to_string(),
         kind: Default::default(),
         model: "qwen".to_string(),

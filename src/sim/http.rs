@@ -7,9 +7,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::header::{RETRY_AFTER, SERVER};
+use axum::http::header::{CONTENT_TYPE, RETRY_AFTER, SERVER};
 use axum::http::{HeaderValue, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use tokio_util::sync::CancellationToken;
@@ -36,6 +36,7 @@ pub(crate) fn router(params: SimParams, shutdown: CancellationToken) -> Router {
         .route("/v1/models", get(models))
         .route("/health", get(health))
         .route("/version", get(version))
+        .route("/metrics", get(metrics))
         .fallback(not_found)
         .layer(axum::middleware::map_response(server_header))
         .with_state(sim)
@@ -82,6 +83,8 @@ async fn answer(sim: Arc<Sim>, parsed: Result<request::ChatRequest, ApiError>) -
         // At least the last prompt token is always computed, as in vLLM.
         request.cached_tokens =
             (blocks as u64 * BLOCK_TOKENS).min(request.prompt_tokens.saturating_sub(1));
+        sim.gauges
+            .prefix_lookup(request.prompt_tokens, request.cached_tokens);
     }
     let prefix = if request.completions {
         "cmpl"
@@ -138,11 +141,23 @@ async fn version() -> Json<serde_json::Value> {
     }))
 }
 
+/// The engine's figures under vLLM's names (see `gauges.rs`).
+async fn metrics(State(sim): State<Arc<Sim>>) -> Response {
+    let body = sim
+        .gauges
+        .render(&sim.params.model_name, sim.params.kv_cache_tokens);
+    (
+        [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
 async fn not_found() -> Response {
     error(&ApiError {
         status: StatusCode::NOT_FOUND,
         message:
-            "not found: the simulator serves /v1/chat/completions, /v1/completions, /v1/models, /health and /version"
+            "not found: the simulator serves /v1/chat/completions, /v1/completions, /v1/models, /health, /version and /metrics"
                 .into(),
         kind: "invalid_request_error",
         param: None,

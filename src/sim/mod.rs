@@ -39,6 +39,11 @@
 //! - `GET /v1/models`: the OpenAI list with `model_name` (and `max_model_len`).
 //! - `GET /health` (200), `GET /version`; every response has
 //!   `Server: llmprobe-sim/VERSION`.
+//! - `GET /metrics`: the engine's figures under vLLM's names
+//!   (`vllm:num_requests_running`, `vllm:num_requests_waiting`,
+//!   `vllm:kv_cache_usage_perc` with `kv_cache_tokens` set,
+//!   `vllm:num_preemptions_total`, `vllm:prefix_cache_queries_total` and
+//!   `_hits_total`), labelled by `model_name`.
 //!
 //! Tokens are counted with [`count_tokens`] (4 characters per token, rounded
 //! up) on each message's text, summed over messages; every generated token is
@@ -144,6 +149,7 @@
 mod args;
 mod chunks;
 mod faults;
+mod gauges;
 mod http;
 mod model;
 mod params;

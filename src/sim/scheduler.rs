@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::gauges::Gauges;
 use super::params::SimParams;
 
 /// A request handed to the engine: its size and where its tokens go.
@@ -103,6 +104,11 @@ impl Batch {
         });
     }
 
+    /// What `/metrics` shows of the batch now.
+    fn show(&self, gauges: &Gauges) {
+        gauges.set_batch(self.running.len(), self.waiting.len(), self.kv_used);
+    }
+
     fn batch_size(&self) -> u32 {
         u32::try_from(self.running.len()).unwrap_or(u32::MAX)
     }
@@ -114,6 +120,7 @@ pub(crate) async fn run(
     params: SimParams,
     mut arrivals: mpsc::UnboundedReceiver<Seq>,
     shutdown: CancellationToken,
+    gauges: std::sync::Arc<Gauges>,
 ) {
     let mut batch = Batch::new(&params);
     // The end of the latest step (a virtual time: the wake-up may be later).
@@ -123,6 +130,7 @@ pub(crate) async fn run(
             batch.waiting.push_back(seq);
         }
         if batch.is_idle() {
+            batch.show(&gauges);
             let seq = tokio::select! {
                 seq = arrivals.recv() => seq,
                 () = shutdown.cancelled() => return,
@@ -139,6 +147,7 @@ pub(crate) async fn run(
             continue;
         }
         let prefill = batch.admit();
+        batch.show(&gauges);
         let duration = params
             .step_duration(batch.batch_size())
             .saturating_add(params.prefill_duration(prefill));
@@ -148,6 +157,7 @@ pub(crate) async fn run(
         }
         boundary = end;
         batch.emit();
+        batch.show(&gauges);
     }
 }
 

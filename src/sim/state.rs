@@ -1,6 +1,6 @@
 //! The state every request of one simulated server shares: its parameters,
-//! the in-flight count that sheds load, the scheduler's submission side and
-//! the prefix cache.
+//! the in-flight count that sheds load, the scheduler's submission side,
+//! the prefix cache and the figures `/metrics` shows.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::gauges::Gauges;
 use super::params::SimParams;
 use super::prefix_cache::PrefixCache;
 use super::scheduler::{self, Seq};
@@ -21,6 +22,8 @@ pub(crate) struct Sim {
     started: u64,
     engine: EngineHandle,
     prefix_cache: Mutex<PrefixCache>,
+    /// What the engine shows on `/metrics`.
+    pub gauges: Arc<Gauges>,
 }
 
 /// The submission side of the scheduler task, which starts with the first
@@ -49,6 +52,7 @@ impl Sim {
             in_flight: AtomicU32::new(0),
             requests: AtomicU64::new(0),
             started,
+            gauges: Arc::default(),
             engine: EngineHandle {
                 submit,
                 pending: Mutex::new(Some((arrivals, shutdown))),
@@ -95,7 +99,12 @@ impl Sim {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .take();
         if let Some((arrivals, shutdown)) = pending {
-            tokio::spawn(scheduler::run(self.params.clone(), arrivals, shutdown));
+            tokio::spawn(scheduler::run(
+                self.params.clone(),
+                arrivals,
+                shutdown,
+                self.gauges.clone(),
+            ));
         }
         self.engine.submit.send(seq).is_ok()
     }

@@ -73,6 +73,7 @@ mod tests {
 
     fn level(concurrency: u32, throughput: f64, within_slo: bool) -> LevelSummary {
         LevelSummary {
+            server: None,
             concurrency,
             role: Default::default(),
             requests: 8,

@@ -113,7 +113,13 @@ impl Watch {
         let task = {
             let (watch, stop, got) = (self.clone(), stop.clone(), got.clone());
             tokio::spawn(async move {
-                let mut next = tokio::time::Instant::now();
+                // Half a period in: a read at the very start sees the level's
+                // requests not sent yet.
+                let mut next = tokio::time::Instant::now() + watch.period / 2;
+                tokio::select! {
+                    () = tokio::time::sleep_until(next) => {}
+                    () = stop.cancelled() => return,
+                }
                 loop {
                     let read = engine_metrics::sample(
                         &watch.client,

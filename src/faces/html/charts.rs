@@ -33,6 +33,8 @@ pub enum Unit {
     TokensPerSecond,
     /// A fraction, written as a percentage.
     Ratio,
+    /// A number of requests (the server's running and waiting counts).
+    Requests,
 }
 
 impl Unit {
@@ -54,6 +56,7 @@ impl Unit {
             Unit::TokensPerSecond if v.abs() >= 100.0 => format!("{v:.0} tok/s"),
             Unit::TokensPerSecond => format!("{v:.1} tok/s"),
             Unit::Ratio => format!("{:.1}%", v * 100.0),
+            Unit::Requests => format!("{v:.1} requests"),
         }
     }
 
@@ -65,6 +68,7 @@ impl Unit {
             Unit::TokensPerSecond if top >= 10_000.0 => (0.001, "k"),
             Unit::TokensPerSecond => (1.0, ""),
             Unit::Ratio => (100.0, "%"),
+            Unit::Requests => (1.0, ""),
         };
         // As many decimals as the step has (2.5 needs one, 0.05 two).
         let decimals = (0..6)

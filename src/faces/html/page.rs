@@ -1,6 +1,6 @@
 //! The HTML document around the charts: one section per target (what the
-//! server told, the configuration, then per workload the verdict, six
-//! charts and the sample counts, then the terminal's table), and the gateway
+//! server told, the configuration, then per workload the verdict and limit,
+//! six charts (eight with the server's running, waiting and KV usage) and the sample counts, then the terminal's table), and the gateway
 //! pairs in a section of their own.
 
 use std::fmt::Write;
@@ -10,9 +10,10 @@ use super::charts::{LineChart, Rule, RuleKind, Series, Unit};
 use super::escape::escape;
 use super::settings::{Settings, TargetSettings};
 use crate::faces::json::Document;
-use crate::faces::text;
+use crate::faces::{signals, text};
 use crate::stats::report::PairReport;
 use crate::stats::report::{LevelRole, LevelSummary, Percentiles, SweepReport, WorkloadReport};
+use crate::stats::server::ServerSignals;
 
 /// The page's only style sheet, inline so that the file opens anywhere.
 pub const STYLE: &str = r#"
@@ -226,6 +227,11 @@ pub fn target_section(r: &SweepReport, settings: Option<&TargetSettings>, id: &s
             &format!("streamed in delta.{}", st.reasoning_field),
         );
     }
+    fact(
+        &mut out,
+        "server metrics",
+        signals::server_metrics_line(r).trim_start_matches("server metrics: "),
+    );
     out.push_str("</dl>\n");
     if let Some(s) = settings {
         out.push_str("<dl>");
@@ -309,6 +315,13 @@ fn verdict(w: &WorkloadReport) -> String {
     );
     if c.knee_concurrency == 0 {
         out.push_str("<p><b>No level met the SLO</b>, not even the first.</p>\n");
+    }
+    if let Some(line) = signals::limit_line(c) {
+        let _ = writeln!(
+            out,
+            "<p><b>Limit:</b> {}</p>",
+            escape(line.trim_start_matches("limit: "))
+        );
     }
     let _ = writeln!(
         out,
@@ -564,6 +577,74 @@ pub fn charts(w: &WorkloadReport, settings: Option<&TargetSettings>) -> Vec<Line
         );
         charts.insert(2, answer);
     }
+    // The server's own view, beside the client's: what it ran and queued,
+    // and how full its KV cache was, at each level.
+    let server = |f: fn(&ServerSignals) -> Option<f64>| {
+        move |l: &LevelSummary| l.server.as_ref().filter(|s| s.readings > 0).and_then(f)
+    };
+    if l.iter()
+        .any(|l| server(|s| s.running.or(s.waiting).map(|g| g.max))(l).is_some())
+    {
+        charts.push(chart(
+            "Server: requests running and waiting",
+            Unit::Requests,
+            vec![
+                series(
+                    "server_running_max",
+                    "running max",
+                    BLUE,
+                    false,
+                    l,
+                    server(|s| s.running.map(|g| g.max)),
+                ),
+                series(
+                    "server_running_mean",
+                    "running mean",
+                    TEAL,
+                    true,
+                    l,
+                    server(|s| s.running.map(|g| g.mean)),
+                ),
+                series(
+                    "server_waiting_max",
+                    "waiting max",
+                    ORANGE,
+                    false,
+                    l,
+                    server(|s| s.waiting.map(|g| g.max)),
+                ),
+                series(
+                    "server_waiting_mean",
+                    "waiting mean",
+                    AMBER,
+                    true,
+                    l,
+                    server(|s| s.waiting.map(|g| g.mean)),
+                ),
+            ],
+            Vec::new(),
+        ));
+    }
+    if l.iter()
+        .any(|l| server(|s| s.kv_cache_usage_max)(l).is_some())
+    {
+        charts.push(chart(
+            "Server: KV-cache usage",
+            Unit::Ratio,
+            vec![series(
+                "server_kv_cache_max",
+                "max",
+                INDIGO,
+                false,
+                l,
+                server(|s| s.kv_cache_usage_max),
+            )],
+            vec![slo_rule(
+                crate::stats::limit::KV_CACHE_FULL,
+                "full".to_string(),
+            )],
+        ));
+    }
     charts
 }
 
@@ -714,6 +795,7 @@ mod tests {
             format_version: 1,
             llmprobe_version: HOSTILE.into(),
             targets: vec![SweepReport {
+                server_metrics: Default::default(),
                 target: format!("t{HOSTILE}"),
                 kind: Default::default(),
                 model: format!("m{HOSTILE}"),
@@ -735,6 +817,7 @@ mod tests {
                     skipped_levels: Vec::new(),
                     carried_levels: Vec::new(),
                     capacity: Capacity {
+                        limit: None,
                         knee_concurrency: 2,
                         throughput_tokens_per_second: 200.123,
                         requests_per_second: 3.0,
