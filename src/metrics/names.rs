@@ -25,6 +25,7 @@ const TARGET: &[&str] = &["target"];
 const WORKLOAD: &[&str] = &["target", "model", "workload"];
 const LEVEL: &[&str] = &["target", "model", "workload", "concurrency"];
 const LEVEL_PERCENTILE: &[&str] = &["target", "model", "workload", "concurrency", "percentile"];
+const LEVEL_STAT: &[&str] = &["target", "model", "workload", "concurrency", "stat"];
 const FILE: &[&str] = &["file"];
 
 // ---------------------------------------------------------------------------
@@ -378,6 +379,36 @@ pub const CAPACITY_KNEE: Spec = Spec {
     help: "Highest concurrency within the SLO with every lower level within it too (0 when even level 1 fails).",
     labels: WORKLOAD,
 };
+/// Requests running in the server's engine per level, by [`stat`].
+pub const SWEEP_SERVER_RUNNING: Spec = Spec {
+    name: "llmprobe_sweep_server_requests_running",
+    help: "Requests running in the server's engine during the level, from its own metrics (stat: max or mean of the reads).",
+    labels: LEVEL_STAT,
+};
+/// Requests waiting in the server's engine per level, by [`stat`].
+pub const SWEEP_SERVER_WAITING: Spec = Spec {
+    name: "llmprobe_sweep_server_requests_waiting",
+    help: "Requests waiting in the server's engine queue during the level, from its own metrics (stat: max or mean of the reads).",
+    labels: LEVEL_STAT,
+};
+/// Largest KV-cache usage of the server per level.
+pub const SWEEP_SERVER_KV_CACHE: Spec = Spec {
+    name: "llmprobe_sweep_server_kv_cache_usage_ratio",
+    help: "Largest KV-cache usage (0 to 1) the server's engine reported during the level.",
+    labels: LEVEL,
+};
+/// Preemptions of the server per level.
+pub const SWEEP_SERVER_PREEMPTIONS: Spec = Spec {
+    name: "llmprobe_sweep_server_preemptions",
+    help: "Preemptions the server's engine counted during the level.",
+    labels: LEVEL,
+};
+/// The limit that binds at the knee, per workload.
+pub const CAPACITY_LIMIT: Spec = Spec {
+    name: "llmprobe_capacity_limit_info",
+    help: "What binds at the knee (limit: queue, kv_cache, compute, shed, rate_limited, errors, latency, not_reached); always 1.",
+    labels: &["target", "model", "workload", "limit"],
+};
 /// Whether the knee is a lower bound, per workload.
 pub const CAPACITY_KNEE_LOWER_BOUND: Spec = Spec {
     name: "llmprobe_capacity_knee_lower_bound",
@@ -453,7 +484,7 @@ pub const GATEWAY_SAMPLES: Spec = Spec {
 };
 
 /// Every family rendered from the results.
-pub const RESULT_FAMILIES: [&Spec; 38] = [
+pub const RESULT_FAMILIES: [&Spec; 43] = [
     &SWEEP_TTFT,
     &SWEEP_ANSWER_TTFT,
     &SWEEP_LATENCY,
@@ -479,7 +510,12 @@ pub const RESULT_FAMILIES: [&Spec; 38] = [
     &SWEEP_VERDICT_REQUESTS,
     &SWEEP_VERDICT_POOLED,
     &SWEEP_VERDICT_BOUND,
+    &SWEEP_SERVER_RUNNING,
+    &SWEEP_SERVER_WAITING,
+    &SWEEP_SERVER_KV_CACHE,
+    &SWEEP_SERVER_PREEMPTIONS,
     &CAPACITY_KNEE,
+    &CAPACITY_LIMIT,
     &CAPACITY_KNEE_LOWER_BOUND,
     &CAPACITY_THROUGHPUT,
     &CAPACITY_REQUEST_RATE,
@@ -519,6 +555,14 @@ pub mod verdict_quantity {
     pub const ERRORS: &str = "errors";
     /// The share of decision latencies over the p95 limit.
     pub const SLOW: &str = "slow";
+}
+
+/// `stat` label values of the server's gauges per level.
+pub mod stat {
+    /// The largest read.
+    pub const MAX: &str = "max";
+    /// The mean of the reads.
+    pub const MEAN: &str = "mean";
 }
 
 /// The `max_tokens_field` label of `llmprobe_target_info`: the request field

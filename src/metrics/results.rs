@@ -17,7 +17,7 @@ use prometheus::core::Desc;
 use crate::config::Target;
 use crate::metrics::exposition::Source;
 use crate::metrics::locks::{read, write};
-use crate::metrics::names::{self, quantity, Spec};
+use crate::metrics::names::{self, quantity, stat, Spec};
 use crate::stats::report::{
     Basis, LevelRole, PairReport, Percentiles, Setup, SweepReport, Verdict,
 };
@@ -364,6 +364,24 @@ fn write_results(out: &mut PieceWriter, report: &SweepReport) {
             if let Some(v) = &level.verdict {
                 write_verdict(out, [t, m, w, c], v);
             }
+            if let Some(s) = level.server.as_ref().filter(|s| s.readings > 0) {
+                let gauges = [
+                    (&names::SWEEP_SERVER_RUNNING, s.running),
+                    (&names::SWEEP_SERVER_WAITING, s.waiting),
+                ];
+                for (spec, g) in gauges {
+                    if let Some(g) = g {
+                        out.add(spec, &[t, m, w, c, stat::MAX], g.max);
+                        out.add(spec, &[t, m, w, c, stat::MEAN], g.mean);
+                    }
+                }
+                if let Some(u) = s.kv_cache_usage_max {
+                    out.add(&names::SWEEP_SERVER_KV_CACHE, &[t, m, w, c], u);
+                }
+                if let Some(p) = s.preemptions {
+                    out.add(&names::SWEEP_SERVER_PREEMPTIONS, &[t, m, w, c], p);
+                }
+            }
             out.add(
                 &names::SWEEP_REFINEMENT,
                 &[t, m, w, c],
@@ -380,6 +398,9 @@ fn write_results(out: &mut PieceWriter, report: &SweepReport) {
             &[t, m, w],
             f64::from(cap.knee_concurrency),
         );
+        if let Some(limit) = cap.limit {
+            out.add(&names::CAPACITY_LIMIT, &[t, m, w, limit.as_str()], 1.0);
+        }
         out.add(
             &names::SWEEP_LEVELS_NOT_MEASURED,
             &[t, m, w],

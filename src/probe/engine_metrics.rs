@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use super::client::Client;
+use super::client::{Client, SendError};
 use super::exposition::{self, Series};
 use crate::stats::server::EngineReading;
 
@@ -171,11 +171,17 @@ pub fn beside(base_url: &str) -> Option<String> {
 /// One read of `url` within `timeout` and [`MAX_BYTES`], on the client's
 /// side pool (never a connection of the measured requests).
 pub async fn fetch(client: &Client, url: &str, timeout: Duration) -> Result<String, String> {
+    let late = || {
+        format!(
+            "{url} did not answer within {}",
+            humantime::format_duration(timeout)
+        )
+    };
     let read = async {
-        let mut resp = client
-            .get_aside(url, timeout)
-            .await
-            .map_err(|e| format!("cannot read {url}: {e}"))?;
+        let mut resp = client.get_aside(url, timeout).await.map_err(|e| match e {
+            SendError::Timeout => late(),
+            e => format!("cannot read {url}: {e}"),
+        })?;
         if resp.status != 200 {
             return Err(format!("{url} answered HTTP {}", resp.status));
         }
@@ -193,12 +199,7 @@ pub async fn fetch(client: &Client, url: &str, timeout: Duration) -> Result<Stri
     };
     tokio::time::timeout(timeout, read)
         .await
-        .unwrap_or_else(|_| {
-            Err(format!(
-                "{url} did not answer within {}",
-                humantime::format_duration(timeout)
-            ))
-        })
+        .unwrap_or_else(|_| Err(late()))
 }
 
 /// One read of `url` for `model`: the engine and its figures, or why not.

@@ -170,6 +170,11 @@ impl LevelWatch {
         let _ = self.task.await;
         let (readings, note) =
             std::mem::take(&mut *self.got.lock().unwrap_or_else(PoisonError::into_inner));
+        let note = note.or_else(|| {
+            readings
+                .is_empty()
+                .then(|| "no read completed during the level (it ended first)".to_string())
+        });
         ServerSignals::of(&readings, note)
     }
 }
