@@ -16,11 +16,12 @@ use std::time::Duration;
 use llmprobe::metrics::Metrics;
 use llmprobe::probe::setup::Setup;
 use llmprobe::stats::report::{
-    Basis, Breach, Capacity, Counts, Decision, EarlyStop, LevelRole, LevelSummary, LowerBounds,
+    Basis, Breach, Capacity, Counts, Decision, EarlyStop, LevelRole, LevelSummary, Limit, LowerBounds,
     OutputLimit, PairReport, Percentiles, SideSummary, SweepKind, SweepReport, Verdict,
     WorkloadReport,
 };
 use llmprobe::stats::sample::{Outcome, Sample, TokenSource};
+use llmprobe::stats::server::{GaugeStat, MetricsSource, ServerMetrics, ServerSignals};
 
 /// Families whose value depends on the clock or the machine.
 const UNPINNED_FAMILIES: [&str; 2] = [
@@ -65,7 +66,32 @@ fn level(concurrency: u32, ok: u64, failures: &[(Outcome, u64, &str)]) -> LevelS
         p99: some(base * 2.5),
     };
     LevelSummary {
-        server: None,
+        // The server's own figures: level 8 queued with its KV cache
+        // nearly full; level 1 read nothing.
+        server: Some(if concurrency == 1 {
+            ServerSignals {
+                readings: 0,
+                note: Some("no read completed during the level (it ended first)".to_string()),
+                ..ServerSignals::default()
+            }
+        } else {
+            ServerSignals {
+                readings: 4 * concurrency,
+                running: Some(GaugeStat {
+                    max: c.min(4.0),
+                    mean: c.min(4.0) * 0.75,
+                }),
+                waiting: Some(GaugeStat {
+                    max: (c - 4.0).max(0.0),
+                    mean: (c - 4.0).max(0.0) * 0.5,
+                }),
+                kv_cache_usage_max: Some(0.125 * c),
+                preemptions: Some(if concurrency == 8 { 3.0 } else { 0.0 }),
+                prefix_cache_hits: Some(0.0),
+                prefix_cache_queries: Some(120.0 * c),
+                note: None,
+            }
+        }),
         concurrency,
         role: LevelRole::Configured,
         requests,
@@ -163,7 +189,12 @@ fn verdict(concurrency: u32, ok: u64, shed: u64, errors: u64) -> Verdict {
 /// stops at timeouts and errors.
 fn good_report() -> SweepReport {
     SweepReport {
-        server_metrics: Default::default(),
+        server_metrics: ServerMetrics {
+            source: MetricsSource::Found,
+            url: Some("http://10.0.0.5:8000/metrics".to_string()),
+            engine: Some("vllm".to_string()),
+            note: None,
+        },
         target: "worker-1".to_string(),
         kind: SweepKind::Full,
         model: "qwen2.5:7b".to_string(),
@@ -206,7 +237,7 @@ fn good_report() -> SweepReport {
                     ),
                 ],
                 capacity: Capacity {
-                    limit: None,
+                    limit: Some(Limit::KvCache),
                     knee_concurrency: 4,
                     throughput_tokens_per_second: 102.4,
                     requests_per_second: 2.4,
@@ -242,7 +273,7 @@ fn good_report() -> SweepReport {
                     ),
                 ],
                 capacity: Capacity {
-                    limit: None,
+                    limit: Some(Limit::Errors),
                     knee_concurrency: 1,
                     throughput_tokens_per_second: 51.2,
                     requests_per_second: 10.0,
@@ -268,7 +299,12 @@ fn good_report() -> SweepReport {
 /// the only level failed to connect.
 fn failed_report() -> SweepReport {
     SweepReport {
-        server_metrics: Default::default(),
+        server_metrics: ServerMetrics {
+            note: Some(
+                "no server metrics: http://gw.example/metrics answered HTTP 404".to_string(),
+            ),
+            ..ServerMetrics::default()
+        },
         target: "gateway \"eu\"".to_string(),
         kind: SweepKind::Full,
         model: "llama3.1:8b".to_string(),
@@ -294,7 +330,7 @@ fn failed_report() -> SweepReport {
                 &[(Outcome::ConnectError, 8, "connection refused")],
             )],
             capacity: Capacity {
-                limit: None,
+                limit: Some(Limit::Errors),
                 knee_concurrency: 0,
                 throughput_tokens_per_second: 0.0,
                 requests_per_second: 0.0,

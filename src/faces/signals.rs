@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::stats::limit::Limit;
+use crate::stats::report::Limit;
 use crate::stats::report::{Capacity, SweepReport, WorkloadReport};
 use crate::stats::server::{GaugeStat, MetricsSource};
 

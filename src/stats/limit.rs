@@ -3,10 +3,8 @@
 //! refined by what the server's own metrics said during that level
 //! (queue, KV cache, compute). The rule is docs/measuring.md's.
 
-use serde::{Deserialize, Serialize};
-
 use crate::config::Slo;
-use crate::stats::report::{Breach, LevelSummary};
+use crate::stats::report::{Breach, LevelSummary, Limit};
 use crate::stats::sample::Outcome;
 
 /// KV-cache usage at or above which the cache is full.
@@ -15,57 +13,6 @@ pub const KV_CACHE_FULL: f64 = 0.9;
 /// Mean requests waiting in the engine above which requests queued there
 /// (below it, a request only waits for the step it joins).
 pub const QUEUED: f64 = 0.5;
-
-/// What binds at the knee.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Limit {
-    /// Latency broke while requests waited in the engine, which ran fewer
-    /// than were in flight: its batch or sequence cap binds.
-    Queue,
-    /// Latency or shedding broke with the KV cache full, or with preemptions.
-    KvCache,
-    /// Latency broke with every request running: each step got slower.
-    Compute,
-    /// The shed ratio (503 and the like) broke.
-    Shed,
-    /// The shed ratio broke, mostly with 429.
-    RateLimited,
-    /// The error ratio broke (or no request succeeded).
-    Errors,
-    /// Latency broke and the server's metrics do not tell why.
-    Latency,
-    /// No level broke: the knee is a lower bound.
-    NotReached,
-}
-
-impl Limit {
-    /// Every limit, in the order of the docs.
-    pub const ALL: [Limit; 8] = [
-        Limit::Queue,
-        Limit::KvCache,
-        Limit::Compute,
-        Limit::Shed,
-        Limit::RateLimited,
-        Limit::Errors,
-        Limit::Latency,
-        Limit::NotReached,
-    ];
-
-    /// The value in JSON, tables and the `limit` label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Limit::Queue => "queue",
-            Limit::KvCache => "kv_cache",
-            Limit::Compute => "compute",
-            Limit::Shed => "shed",
-            Limit::RateLimited => "rate_limited",
-            Limit::Errors => "errors",
-            Limit::Latency => "latency",
-            Limit::NotReached => "not_reached",
-        }
-    }
-}
 
 /// The limit of a workload whose knee is `knee`, from its `levels` sorted
 /// by concurrency: the first level above the knee that broke the SLO says it.

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::config::Target;
-use crate::stats::limit::Limit;
 use crate::stats::sample::{Outcome, ReasoningFields};
 use crate::stats::server::{ServerMetrics, ServerSignals};
 
@@ -251,6 +250,57 @@ pub struct Verdict {
     pub lower_bounds: LowerBounds,
     /// This sweep's counts (what later sweeps pool).
     pub counts: Counts,
+}
+
+/// What binds at the knee (decided by `stats::limit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Limit {
+    /// Latency broke while requests waited in the engine, which ran fewer
+    /// than were in flight: its batch or sequence cap binds.
+    Queue,
+    /// Latency or shedding broke with the KV cache full, or with preemptions.
+    KvCache,
+    /// Latency broke with every request running: each step got slower.
+    Compute,
+    /// The shed ratio (503 and the like) broke.
+    Shed,
+    /// The shed ratio broke, mostly with 429.
+    RateLimited,
+    /// The error ratio broke (or no request succeeded).
+    Errors,
+    /// Latency broke and the server's metrics do not tell why.
+    Latency,
+    /// No level broke: the knee is a lower bound.
+    NotReached,
+}
+
+impl Limit {
+    /// Every limit, in the order of the docs.
+    pub const ALL: [Limit; 8] = [
+        Limit::Queue,
+        Limit::KvCache,
+        Limit::Compute,
+        Limit::Shed,
+        Limit::RateLimited,
+        Limit::Errors,
+        Limit::Latency,
+        Limit::NotReached,
+    ];
+
+    /// The value in JSON, tables and the `limit` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Limit::Queue => "queue",
+            Limit::KvCache => "kv_cache",
+            Limit::Compute => "compute",
+            Limit::Shed => "shed",
+            Limit::RateLimited => "rate_limited",
+            Limit::Errors => "errors",
+            Limit::Latency => "latency",
+            Limit::NotReached => "not_reached",
+        }
+    }
 }
 
 /// A level stopped as soon as its verdict was certain.
