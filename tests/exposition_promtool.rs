@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use llmprobe::metrics::Metrics;
 use llmprobe::stats::report::{
-    Breach, Capacity, EarlyStop, LevelRole, LevelSummary, PairReport, Percentiles, SideSummary,
-    SweepKind, SweepReport, WorkloadReport,
+    Breach, Capacity, EarlyStop, LevelRole, LevelSummary, Limit, PairReport, Percentiles,
+    SideSummary, SweepKind, SweepReport, WorkloadReport,
 };
 use llmprobe::stats::sample::{Outcome, Sample, TokenSource};
+use llmprobe::stats::server::{GaugeStat, ServerSignals};
 
 fn pct(count: usize, base: f64) -> Percentiles {
     if count == 0 {
@@ -43,7 +44,21 @@ fn level(concurrency: u32, prompt_scale: f64) -> LevelSummary {
     outcomes.insert(Outcome::Timeout.as_str(), timeout);
     let n = ok as usize;
     LevelSummary {
-        server: None,
+        // The engine's figures: four run, the rest wait.
+        server: Some(ServerSignals {
+            readings: 10,
+            running: Some(GaugeStat {
+                max: f64::from(concurrency.min(4)),
+                mean: f64::from(concurrency.min(4)) * 0.8,
+            }),
+            waiting: Some(GaugeStat {
+                max: f64::from(concurrency.saturating_sub(4)),
+                mean: f64::from(concurrency.saturating_sub(4)) * 0.5,
+            }),
+            kv_cache_usage_max: Some(f64::from(concurrency.min(16)) / 16.0),
+            preemptions: Some(f64::from(concurrency / 8)),
+            ..ServerSignals::default()
+        }),
         concurrency,
         // 12 sits between the configured 8 and 16: a refinement probe.
         role: if concurrency == 12 {
@@ -103,7 +118,7 @@ fn report(target: &str, model: &str, success: bool) -> SweepReport {
             skipped_levels: Vec::new(),
             carried_levels: Vec::new(),
             capacity: Capacity {
-                limit: None,
+                limit: Some(Limit::Queue),
                 knee_concurrency: 4,
                 throughput_tokens_per_second: 120.0,
                 requests_per_second: 1.6,
