@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::checks::{MAX_LEVEL, MAX_REQUESTS_PER_LEVEL};
+use super::checks::{check_base_url, MAX_LEVEL, MAX_REQUESTS_PER_LEVEL};
 use super::gentle::Resolution;
 use super::values::{Api, MaxTokensField, RequestsPerLevel, ServerMetricsUrl, RESERVED_BODY_KEYS};
 
@@ -127,7 +127,7 @@ macro_rules! per_target_keys {
             /// each level: a URL, or `off`; unset: `/metrics` beside `/v1`,
             /// when it answers with a known engine's figures.
             server_metrics_url: String => $crate::config::values::ServerMetricsUrl
-                = rule(ServerMetricsUrl::from_file).check(|u| u.check()),
+                = rule(ServerMetricsUrl::from_file).check(|u| metrics_url(u)),
             /// How often they are read while a level runs (at least 50ms:
             /// each read parses the whole exposition).
             #[serde(default, with = "humantime_serde")]
@@ -320,6 +320,15 @@ fn more_than_zero(d: Duration) -> Result<(), String> {
         return Err("must be more than 0s".into());
     }
     Ok(())
+}
+
+fn metrics_url(u: &ServerMetricsUrl) -> Result<(), String> {
+    match u {
+        ServerMetricsUrl::At(url) => check_base_url(url)
+            .map(drop)
+            .map_err(|e| format!("{e} (or `off`)")),
+        _ => Ok(()),
+    }
 }
 
 fn at_least(d: Duration, min: Duration) -> Result<(), String> {

@@ -232,14 +232,4 @@ impl ServerMetricsUrl {
             Some(url) => ServerMetricsUrl::At(url.trim_end_matches('/').to_string()),
         }
     }
-
-    /// A URL must be one llmprobe may read (see `check_base_url`).
-    pub fn check(&self) -> Result<(), String> {
-        match self {
-            ServerMetricsUrl::At(url) => super::checks::check_base_url(url)
-                .map(drop)
-                .map_err(|e| format!("{e} (or `off`)")),
-            _ => Ok(()),
-        }
-    }
 }

@@ -121,6 +121,22 @@ pub fn explain(config: &Config) -> String {
                 }
             );
         }
+        let _ = writeln!(
+            out,
+            "  server metrics: {}",
+            match &t.server_metrics_url {
+                config::ServerMetricsUrl::Off => "off".to_string(),
+                config::ServerMetricsUrl::At(url) => format!(
+                    "read at {url} (server_metrics_url) every {} during each level",
+                    humantime::format_duration(t.server_metrics_period)
+                ),
+                config::ServerMetricsUrl::Find => format!(
+                    "looked for at warm-up beside /v1 (`/metrics`), then read every {} during each level; \
+                     none if it holds no known engine's figures",
+                    humantime::format_duration(t.server_metrics_period)
+                ),
+            }
+        );
         for w in &t.workloads {
             let _ = writeln!(
                 out,

@@ -23,7 +23,8 @@ pub fn limit_meaning(limit: Limit) -> &'static str {
              faster engine"
         }
         Limit::Shed => {
-            "the server shed requests (503) while its engine had room: raise the gateway's limit"
+            "the server or a gateway declined requests (503): its admission limit binds; raise it \
+             if the engine's figures show room (nothing waiting, KV cache not full)"
         }
         Limit::RateLimited => "a rate limiter answered 429: raise the rate limit",
         Limit::Errors => "requests failed: see the errors below",
