@@ -60,7 +60,7 @@ pub fn at(l: &LevelSummary, slo: &Slo) -> Limit {
     // of slack: a request between two of its steps is in neither count).
     let capped = s
         .running
-        .is_none_or(|r| r.max + 0.5 < f64::from(l.concurrency));
+        .map_or(true, |r| r.max + 0.5 < f64::from(l.concurrency));
     if queued && capped {
         Limit::Queue
     } else {
