@@ -177,6 +177,21 @@ fn the_report_of_a_json_document_validates_and_carries_its_numbers() {
                 expected.push((series.to_string(), c, v));
             }
         }
+        // The server's own figures, where its metrics were read.
+        let s = &l["server"];
+        if s["readings"].as_u64().unwrap_or(0) > 0 {
+            for (series, value) in [
+                ("server_running_max", &s["running"]["max"]),
+                ("server_running_mean", &s["running"]["mean"]),
+                ("server_waiting_max", &s["waiting"]["max"]),
+                ("server_waiting_mean", &s["waiting"]["mean"]),
+                ("server_kv_cache_max", &s["kv_cache_usage_max"]),
+            ] {
+                if let Some(v) = value.as_f64() {
+                    expected.push((series.to_string(), c, v));
+                }
+            }
+        }
         // The sample counts, as the table lists them.
         let row = format!(
             "<td>{}</td><td>{}</td><td>{}</td>",
@@ -189,7 +204,7 @@ fn the_report_of_a_json_document_validates_and_carries_its_numbers() {
     found_sorted.sort_by(|a, b| a.partial_cmp(b).unwrap());
     expected.sort_by(|a, b| a.partial_cmp(b).unwrap());
     assert_eq!(found_sorted, expected);
-    assert_eq!(found.len(), 5 * 12, "five levels, twelve series");
+    assert!(found.len() >= 5 * 12, "five levels, twelve series and the server's");
     let cap = &w["capacity"];
     assert!(html.contains(&format!(
         "<div class=\"kpi knee\"><b>{}</b>",
@@ -281,7 +296,7 @@ fn sweep_writes_the_html_report_to_a_file() {
     assert_valid_html(&page);
     let html = std::fs::read_to_string(&page).unwrap();
     // The shipped simulator reasons: the answer TTFT has a chart of its own.
-    assert_eq!(html.matches("<svg").count(), 7);
+    assert_eq!(html.matches("<svg").count(), 8, "seven charts and the server's running and waiting");
     assert!(html.contains("Time to first answer token"));
     assert!(html.contains(">knee 8</text>"));
     assert!(
@@ -399,12 +414,12 @@ targets:
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert!(page.contains("<h1>sim &lt;1&gt;</h1>"), "{page}");
-    assert_eq!(page.matches("<svg").count(), 6);
+    assert_eq!(page.matches("<svg").count(), 7);
     assert!(page.contains("data-series=\"throughput\" data-x=\"4\""));
     let (status, index) = get("/", true).await;
     assert_eq!(status, 200);
     assert!(index.contains(&format!("href=\"{target}\"")), "{index}");
-    assert_eq!(index.matches("<svg").count(), 6);
+    assert_eq!(index.matches("<svg").count(), 7);
     assert!(!index.contains("<script"));
     // The same auth as /metrics.
     for path in ["/", target, "/metrics"] {

@@ -47,9 +47,12 @@ pub fn server_metrics_line(r: &SweepReport) -> String {
     let what = match (s.source, &s.url, &s.engine) {
         (MetricsSource::Off, ..) => "off (server_metrics_url: off)".to_string(),
         (MetricsSource::None, ..) => "none found".to_string(),
+        // Without its scheme: the pages that show this line link to nothing
+        // and fetch nothing.
         (source, Some(url), engine) => format!(
-            "{} at {url} ({})",
+            "{} at {} ({})",
             engine.as_deref().unwrap_or("unknown engine"),
+            url.split_once("://").map_or(url.as_str(), |(_, rest)| rest),
             match source {
                 MetricsSource::Configured => "server_metrics_url",
                 _ => "found beside /v1",
