@@ -16,9 +16,9 @@ use std::time::Duration;
 use llmprobe::metrics::Metrics;
 use llmprobe::probe::setup::Setup;
 use llmprobe::stats::report::{
-    Basis, Breach, Capacity, Counts, Decision, EarlyStop, LevelRole, LevelSummary, Limit, LowerBounds,
-    OutputLimit, PairReport, Percentiles, SideSummary, SweepKind, SweepReport, Verdict,
-    WorkloadReport,
+    Basis, Breach, Capacity, Counts, Decision, EarlyStop, LevelRole, LevelSummary, Limit,
+    LowerBounds, OutputLimit, PairReport, Percentiles, SideSummary, SweepKind, SweepReport,
+    Verdict, WorkloadReport,
 };
 use llmprobe::stats::sample::{Outcome, Sample, TokenSource};
 use llmprobe::stats::server::{GaugeStat, MetricsSource, ServerMetrics, ServerSignals};

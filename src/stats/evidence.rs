@@ -154,6 +154,7 @@ mod tests {
             })
             .collect();
         SweepReport {
+            server_metrics: Default::default(),
             target: "w1".into(),
             kind: Default::default(),
             model: "m".into(),
