@@ -204,7 +204,10 @@ fn the_report_of_a_json_document_validates_and_carries_its_numbers() {
     found_sorted.sort_by(|a, b| a.partial_cmp(b).unwrap());
     expected.sort_by(|a, b| a.partial_cmp(b).unwrap());
     assert_eq!(found_sorted, expected);
-    assert!(found.len() >= 5 * 12, "five levels, twelve series and the server's");
+    assert!(
+        found.len() >= 5 * 12,
+        "five levels, twelve series and the server's"
+    );
     let cap = &w["capacity"];
     assert!(html.contains(&format!(
         "<div class=\"kpi knee\"><b>{}</b>",
@@ -296,7 +299,11 @@ fn sweep_writes_the_html_report_to_a_file() {
     assert_valid_html(&page);
     let html = std::fs::read_to_string(&page).unwrap();
     // The shipped simulator reasons: the answer TTFT has a chart of its own.
-    assert_eq!(html.matches("<svg").count(), 8, "seven charts and the server's running and waiting");
+    assert_eq!(
+        html.matches("<svg").count(),
+        8,
+        "seven charts and the server's running and waiting"
+    );
     assert!(html.contains("Time to first answer token"));
     assert!(html.contains(">knee 8</text>"));
     assert!(
