@@ -889,9 +889,11 @@ fn install_doc_commands_run() {
     );
     let config = root.join("etc/llmprobe/llmprobe.yaml");
     let example = read(&config);
+    // worker-1's base_url and idle-gate metrics_url, and the commented
+    // server_metrics_url of `defaults:`.
     assert_eq!(
         example.matches("http://10.0.0.5:8000").count(),
-        2,
+        3,
         "{example}"
     );
     std::fs::write(
