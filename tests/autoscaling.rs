@@ -28,7 +28,8 @@ use std::time::Duration;
 
 use axum::routing::get;
 use axum::Router;
-use yaml_rust2::{Yaml, YamlLoader};
+use support::yaml::{at, str_at, yaml};
+use yaml_rust2::Yaml;
 
 use support::config::{write_config, Yaml as ConfigYaml};
 use support::daemon::Daemon;
@@ -52,31 +53,6 @@ const PODS: [(&str, u32, u32); 3] = [
     ("vllm-qwen-1", 3, 0),
     ("vllm-qwen-2", 2, 1),
 ];
-
-fn yaml(rel: &str) -> Yaml {
-    let mut docs = YamlLoader::load_from_str(&read(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
-    assert_eq!(docs.len(), 1, "{rel}: one document expected");
-    docs.remove(0)
-}
-
-/// `node[a][b]...`, with a readable failure when a step is missing.
-fn at<'a>(node: &'a Yaml, path: &[&str]) -> &'a Yaml {
-    let mut n = node;
-    for step in path {
-        n = match step.parse::<usize>() {
-            Ok(i) => &n[i],
-            Err(_) => &n[*step],
-        };
-        assert!(!n.is_badvalue(), "no {}", path.join("."));
-    }
-    n
-}
-
-fn str_at<'a>(node: &'a Yaml, path: &[&str]) -> &'a str {
-    at(node, path)
-        .as_str()
-        .unwrap_or_else(|| panic!("{} is not a string", path.join(".")))
-}
 
 fn int_at(node: &Yaml, path: &[&str]) -> i64 {
     at(node, path)

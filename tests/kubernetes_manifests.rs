@@ -29,32 +29,8 @@ use std::process::Command;
 use support::binary::llmprobe;
 use support::paths::{read, relative, repo, ScratchDir};
 use support::process::{assert_success, output_text};
+use support::yaml::{at, str_at, yaml};
 use yaml_rust2::{Yaml, YamlLoader};
-
-fn yaml(rel: &str) -> Yaml {
-    let mut docs = YamlLoader::load_from_str(&read(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
-    assert_eq!(docs.len(), 1, "{rel}: one document expected");
-    docs.remove(0)
-}
-
-/// `node[a][b]...`, with a readable failure when a step is missing.
-fn at<'a>(node: &'a Yaml, path: &[&str]) -> &'a Yaml {
-    let mut n = node;
-    for step in path {
-        n = match step.parse::<usize>() {
-            Ok(i) => &n[i],
-            Err(_) => &n[*step],
-        };
-        assert!(!n.is_badvalue(), "no {} in {node:?}", path.join("."));
-    }
-    n
-}
-
-fn str_at<'a>(node: &'a Yaml, path: &[&str]) -> &'a str {
-    at(node, path)
-        .as_str()
-        .unwrap_or_else(|| panic!("{} is not a string", path.join(".")))
-}
 
 /// `kustomize build DIR` (or `kubectl kustomize DIR`): every object it renders.
 fn kustomize(dir: &Path) -> Vec<Yaml> {

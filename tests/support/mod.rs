@@ -16,7 +16,7 @@
 //!   reverse proxy);
 //! - reading what comes out: `exposition` (/metrics text), `promql`
 //!   (selectors and names in PromQL), `grafana` (dashboards, queries and
-//!   variable substitution).
+//!   variable substitution), `yaml` (manifests read as YAML).
 //!
 //! Every test binary compiles all of it and uses a part.
 #![allow(dead_code)]
@@ -40,3 +40,4 @@ pub mod sim;
 pub mod sweep;
 pub mod tls;
 pub mod wait;
+pub mod yaml;
