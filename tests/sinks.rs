@@ -81,14 +81,14 @@ async fn a_sink_of_its_own_receives_every_round_and_the_forget() {
     let metrics = Arc::new(Metrics::on_own_registry().unwrap());
     let statuses: Statuses = Default::default();
     let recorder = Arc::new(Recorder::default());
-    let mut sinks: Vec<Arc<dyn Sink>> = vec![recorder.clone()];
-    // The standard sinks run beside it, as the daemon lists them.
-    sinks.push(Arc::new(llmprobe::sinks::prometheus::Prometheus(
-        metrics.clone(),
-    )));
-    sinks.push(Arc::new(llmprobe::sinks::index_page::IndexPage(
-        statuses.clone(),
-    )));
+    // The standard sinks run beside it, as the daemon lists them. Sinks
+    // are called in order, so with the recorder last, what it has heard
+    // the standard sinks have already acted on.
+    let sinks: Vec<Arc<dyn Sink>> = vec![
+        Arc::new(llmprobe::sinks::prometheus::Prometheus(metrics.clone())),
+        Arc::new(llmprobe::sinks::index_page::IndexPage(statuses.clone())),
+        recorder.clone(),
+    ];
     let clients = Clients::of(&config).unwrap();
     let mut scheduler = Scheduler::new(Sinks::of(sinks), metrics.clone(), clients);
     scheduler.apply(&config);
