@@ -158,6 +158,9 @@ async fn run_profile(p: &Profile, seeds: u64, sweeps: usize) -> Row {
             if !report.success {
                 row.failed += 1;
             }
+            if std::env::var_os("NOISY_DEBUG").is_some() {
+                debug_line(seed, &report);
+            }
             row.requests
                 .push((sent.load(Ordering::Relaxed) - before) as f64);
             row.knees.push(
@@ -169,6 +172,36 @@ async fn run_profile(p: &Profile, seeds: u64, sweeps: usize) -> Row {
         }
     }
     row
+}
+
+/// One sweep's levels on stderr (`NOISY_DEBUG=1`): how each verdict was
+/// reached, to tell why a sweep gave the knee it gave.
+fn debug_line(seed: u64, report: &llmprobe::stats::report::SweepReport) {
+    let Some(w) = report.workloads.first() else {
+        return;
+    };
+    let levels: Vec<String> = w
+        .levels
+        .iter()
+        .map(|l| match &l.verdict {
+            Some(v) => format!(
+                "{}:{:?} {}/{} pooled {}{}",
+                l.concurrency,
+                v.decision,
+                v.counts.failed + v.counts.shed,
+                v.counts.ended,
+                v.pooled_sweeps,
+                if v.change_seen { " change" } else { "" }
+            ),
+            None => format!("{}:-", l.concurrency),
+        })
+        .collect();
+    eprintln!(
+        "seed {seed} {:?} knee {} | {}",
+        report.kind,
+        w.capacity.knee_concurrency,
+        levels.join(" | ")
+    );
 }
 
 /// The 1-minute load average (the machine may be shared).
