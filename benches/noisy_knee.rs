@@ -185,9 +185,14 @@ fn debug_line(seed: u64, report: &llmprobe::stats::report::SweepReport) {
         .iter()
         .map(|l| match &l.verdict {
             Some(v) => format!(
-                "{}:{:?} {}/{} pooled {}{}",
+                "{}:{:?}{} {}/{} pooled {}{}",
                 l.concurrency,
                 v.decision,
+                if v.decision == v.counted_as {
+                    String::new()
+                } else {
+                    format!(" (as {:?})", v.counted_as)
+                },
                 v.counts.failed + v.counts.shed,
                 v.counts.ended,
                 v.pooled_sweeps,
