@@ -905,3 +905,33 @@ fn dashboards_are_importable_and_use_known_metrics() {
         }
     }
 }
+
+/// Grafana moves panels that overlap or stick out of its 24 columns wherever
+/// it finds room, so a panel placed "beside" another could end up anywhere:
+/// every top-level panel fits the grid and covers no other's cells.
+#[test]
+fn dashboard_panels_fit_the_grid_without_overlap() {
+    for rel in DASHBOARDS {
+        let d: serde_json::Value =
+            serde_json::from_str(&read(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        let mut taken: std::collections::BTreeMap<(u64, u64), String> = Default::default();
+        for p in d["panels"].as_array().into_iter().flatten() {
+            let title = p["title"].as_str().unwrap_or("?");
+            let at = |k: &str| {
+                p["gridPos"][k]
+                    .as_u64()
+                    .unwrap_or_else(|| panic!("{rel}: {title}: no gridPos.{k}"))
+            };
+            let (x, y, w, h) = (at("x"), at("y"), at("w"), at("h"));
+            assert!(w > 0 && h > 0, "{rel}: {title}: empty gridPos");
+            assert!(x + w <= 24, "{rel}: {title}: wider than the 24 columns");
+            for cx in x..x + w {
+                for cy in y..y + h {
+                    if let Some(other) = taken.insert((cx, cy), title.to_string()) {
+                        panic!("{rel}: {title} overlaps {other} at x={cx}, y={cy}");
+                    }
+                }
+            }
+        }
+    }
+}
