@@ -4,7 +4,7 @@
 //! (queue, KV cache, compute). The rule is docs/measuring.md's.
 
 use crate::config::Slo;
-use crate::stats::report::{Breach, LevelSummary, Limit};
+use crate::stats::report::{Basis, Breach, LevelSummary, Limit};
 use crate::stats::sample::Outcome;
 
 /// KV-cache usage at or above which the cache is full.
@@ -27,11 +27,32 @@ pub fn of(levels: &[LevelSummary], knee: u32, slo: &Slo) -> Limit {
     at(broken, slo)
 }
 
-/// What broke at one level outside the SLO.
-pub fn at(l: &LevelSummary, slo: &Slo) -> Limit {
+/// Which share broke a level, from the client's view.
+fn broke_on(l: &LevelSummary, slo: &Slo) -> Breach {
+    // The verdict's test says what broke: an observed ratio over its limit
+    // without evidence (1 error of 8 beside a latency break) did not.
+    if let Some(by) = l.verdict.as_ref().and_then(|v| v.decided_by) {
+        return match by {
+            Basis::Shed => Breach::Shed,
+            Basis::Errors | Basis::NoSuccess => Breach::Errors,
+            Basis::P95Latency => Breach::Latency,
+        };
+    }
     let early = l.stopped_early.map(|e| e.breach);
     let none_succeeded = l.stopped_early.is_none() && l.count(Outcome::Ok) == 0;
     if l.error_ratio > slo.max_error_ratio || early == Some(Breach::Errors) || none_succeeded {
+        Breach::Errors
+    } else if l.shed_ratio > slo.max_shed_ratio || early == Some(Breach::Shed) {
+        Breach::Shed
+    } else {
+        Breach::Latency
+    }
+}
+
+/// What broke at one level outside the SLO.
+pub fn at(l: &LevelSummary, slo: &Slo) -> Limit {
+    let broke = broke_on(l, slo);
+    if broke == Breach::Errors {
         return Limit::Errors;
     }
     let server = l.server.as_ref().filter(|s| s.readings > 0);
@@ -39,7 +60,7 @@ pub fn at(l: &LevelSummary, slo: &Slo) -> Limit {
         s.kv_cache_usage_max.is_some_and(|u| u >= KV_CACHE_FULL)
             || s.preemptions.is_some_and(|p| p > 0.0)
     });
-    if l.shed_ratio > slo.max_shed_ratio || early == Some(Breach::Shed) {
+    if broke == Breach::Shed {
         let rate_limited = l.count(Outcome::RateLimited);
         return if rate_limited * 2 > l.shed() {
             Limit::RateLimited
@@ -145,6 +166,34 @@ mod tests {
         let mut none_ok = level(8, false, None);
         none_ok.outcomes.clear();
         assert_eq!(at(&none_ok, &slo()), Limit::Errors);
+    }
+
+    #[test]
+    fn the_verdicts_test_says_what_broke_not_an_observed_ratio() {
+        use crate::stats::report::Verdict;
+        // Latency broke with evidence; 1 error of 8 is over 5% observed
+        // but no evidence: the server's queue binds, not errors.
+        let mut l = level(8, false, Some(signals(4.0, 4.0, None)));
+        l.error_ratio = 0.125;
+        l.verdict = Some(Verdict {
+            decided_by: Some(Basis::P95Latency),
+            ..Verdict::default()
+        });
+        assert_eq!(at(&l, &slo()), Limit::Queue);
+        // Undecided on errors at the ceiling and counted as a break.
+        l.verdict = Some(Verdict {
+            decided_by: Some(Basis::Errors),
+            ..Verdict::default()
+        });
+        assert_eq!(at(&l, &slo()), Limit::Errors);
+        l.verdict = Some(Verdict {
+            decided_by: Some(Basis::Shed),
+            ..Verdict::default()
+        });
+        assert_eq!(at(&l, &slo()), Limit::Shed);
+        // Without a verdict (an older report), the observed ratios decide.
+        l.verdict = None;
+        assert_eq!(at(&l, &slo()), Limit::Errors);
     }
 
     #[test]
