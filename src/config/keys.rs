@@ -32,7 +32,9 @@ use serde::Deserialize;
 
 use super::checks::{check_base_url, MAX_LEVEL, MAX_REQUESTS_PER_LEVEL};
 use super::gentle::Resolution;
-use super::values::{Api, MaxTokensField, RequestsPerLevel, ServerMetricsUrl, RESERVED_BODY_KEYS};
+use super::values::{
+    is_reserved_body_key, Api, MaxTokensField, RequestsPerLevel, ServerMetricsUrl, BODY_KEYS,
+};
 
 /// The one list of per-target keys: calls `$then! { $($pass)* [keys] }`.
 /// Each entry: doc comments, at most one `#[serde(...)]` (for the file
@@ -82,7 +84,7 @@ macro_rules! per_target_keys {
             /// Nucleus sampling sent with every request (unset: not sent).
             top_p: f64 => Option<f64> = rule(|v| v).check(|p| p.map_or(Ok(()), top_p)),
             /// Engine-specific body keys sent verbatim with every request
-            /// (none of [`super::values::RESERVED_BODY_KEYS`]).
+            /// (none that llmprobe sets or that has a key of its own).
             extra_body: std::collections::BTreeMap<String, serde_json::Value>
                 => std::collections::BTreeMap<String, serde_json::Value>
                 = rule(|v| v.unwrap_or_default()).check(|m| no_reserved_body_keys(m)),
@@ -373,17 +375,19 @@ fn top_p(p: f64) -> Result<(), String> {
 fn no_reserved_body_keys(extra: &BTreeMap<String, serde_json::Value>) -> Result<(), String> {
     let reserved: Vec<String> = extra
         .keys()
-        .filter(|k| RESERVED_BODY_KEYS.contains(&k.as_str()))
+        .filter(|k| is_reserved_body_key(k))
         .map(|k| format!("`{k}`"))
         .collect();
     if reserved.is_empty() {
         return Ok(());
     }
     let it = if reserved.len() == 1 { "it" } else { "them" };
+    let own: Vec<String> = BODY_KEYS.iter().map(|k| format!("`{k}`")).collect();
     Err(format!(
         "{} cannot be set here: llmprobe sets {it} itself, and the measurement depends on {it} \
-         (`temperature` and `top_p` have keys of their own)",
+         (`temperature` and {} have keys of their own)",
         reserved.join(", "),
+        own.join(", "),
     ))
 }
 

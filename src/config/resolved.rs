@@ -126,9 +126,21 @@ impl Target {
     pub fn request_options(&self) -> RequestOptions {
         RequestOptions {
             max_tokens_field: self.max_tokens_field,
-            top_p: self.top_p,
+            body_keys: self
+                .own_body_keys()
+                .into_iter()
+                .filter_map(|(k, v)| Some((k, v?)))
+                .collect(),
             extra_body: self.extra_body.clone(),
         }
+    }
+}
+
+impl Target {
+    /// The values of the keys of [`super::values::BODY_KEYS`], one entry
+    /// per name, in its order (None: not set, not sent).
+    pub(crate) fn own_body_keys(&self) -> Vec<(&'static str, Option<serde_json::Value>)> {
+        vec![("top_p", self.top_p.map(serde_json::Value::from))]
     }
 }
 
@@ -140,10 +152,12 @@ pub struct RequestOptions {
     /// warm-up checks that the kind's first field bounds the output, and
     /// tries its other fields when it does not.
     pub max_tokens_field: Option<MaxTokensField>,
-    /// `top_p`, when configured (else not sent).
-    pub top_p: Option<f64>,
+    /// The keys of their own that are set ([`super::values::BODY_KEYS`]),
+    /// sent under their names (an unset one is not sent).
+    pub body_keys: BTreeMap<&'static str, serde_json::Value>,
     /// Engine-specific keys added to every body verbatim; none of them is a
-    /// key llmprobe sets itself ([`super::values::RESERVED_BODY_KEYS`]).
+    /// key llmprobe sets itself or one of `body_keys`
+    /// ([`super::values::is_reserved_body_key`]).
     pub extra_body: BTreeMap<String, serde_json::Value>,
 }
 

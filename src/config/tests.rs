@@ -73,6 +73,28 @@ fn good_config_resolves_with_defaults_and_overrides() {
 }
 
 #[test]
+fn every_body_key_of_its_own_is_sent_and_refused_in_extra_body() {
+    let mut c = load_str(GOOD, &[("KEY", "sk-test")]).unwrap();
+    let t = &c.targets[0];
+    let names: Vec<&str> = t.own_body_keys().iter().map(|(k, _)| *k).collect();
+    assert_eq!(
+        names, BODY_KEYS,
+        "BODY_KEYS and Target::own_body_keys differ"
+    );
+    assert!(
+        t.request_options().body_keys.is_empty(),
+        "none set: none sent"
+    );
+    let t = std::sync::Arc::make_mut(&mut c.targets[0]);
+    t.top_p = Some(0.5);
+    assert_eq!(t.request_options().body_keys["top_p"], 0.5);
+    for k in BODY_KEYS {
+        assert!(is_reserved_body_key(k), "{k} may not be in extra_body");
+    }
+    assert!(is_reserved_body_key("model") && !is_reserved_body_key("min_p"));
+}
+
+#[test]
 fn requests_per_level_counts() {
     let r = RequestsPerLevel::PerConcurrency(3.0);
     assert_eq!(r.count(1, 8), 8);

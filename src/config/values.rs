@@ -196,10 +196,16 @@ impl Api {
     }
 }
 
-/// Body keys llmprobe sets itself, which `extra_body` may not hold: the
+/// Per-target keys of their own that every request body carries under the
+/// same name, when set. Adding one: its entry in `config/keys.rs`, its name
+/// here, its value in `Target::request_options` (`config/resolved.rs`);
+/// every endpoint kind then sends it, and `extra_body` may not hold it.
+pub const BODY_KEYS: &[&str] = &["top_p"];
+
+/// Body keys llmprobe sets itself whatever the configuration: the
 /// measurement depends on them (a non-streamed answer has no TTFT, another
-/// limit changes what is measured), or they have their own key.
-pub const RESERVED_BODY_KEYS: &[&str] = &[
+/// limit changes what is measured).
+const SET_BY_LLMPROBE: &[&str] = &[
     "model",
     "stream",
     "stream_options",
@@ -208,8 +214,13 @@ pub const RESERVED_BODY_KEYS: &[&str] = &[
     "max_tokens",
     "max_completion_tokens",
     "temperature",
-    "top_p",
 ];
+
+/// Whether `extra_body` may not hold `key`: llmprobe sets it itself, or it
+/// has a key of its own ([`BODY_KEYS`]).
+pub fn is_reserved_body_key(key: &str) -> bool {
+    SET_BY_LLMPROBE.contains(&key) || BODY_KEYS.contains(&key)
+}
 
 /// Where a target's server metrics are read (`server_metrics_url`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -108,12 +108,20 @@ pub fn explain(config: &Config) -> String {
         if t.api != config::Api::Chat {
             let _ = writeln!(out, "  api: {}", t.api.as_str());
         }
-        if t.top_p.is_some() || !t.extra_body.is_empty() {
+        let options = t.request_options();
+        if !options.body_keys.is_empty() || !t.extra_body.is_empty() {
             let keys: Vec<&str> = t.extra_body.keys().map(String::as_str).collect();
+            let own: Vec<String> = config::BODY_KEYS
+                .iter()
+                .map(|k| match options.body_keys.get(k) {
+                    Some(v) => format!("{k} {v}"),
+                    None => format!("{k} not sent"),
+                })
+                .collect();
             let _ = writeln!(
                 out,
-                "  request options: top_p {}; extra body keys: {}",
-                t.top_p.map_or("not sent".into(), |p| p.to_string()),
+                "  request options: {}; extra body keys: {}",
+                own.join(", "),
                 if keys.is_empty() {
                     "none".into()
                 } else {

@@ -118,7 +118,7 @@ mod tests {
     #[test]
     fn the_body_sends_the_text_as_prompt_with_max_tokens() {
         let options = RequestOptions {
-            top_p: Some(0.9),
+            body_keys: [("top_p", 0.9.into())].into(),
             extra_body: [("ignore_eos".to_string(), Value::Bool(true))].into(),
             ..RequestOptions::default()
         };

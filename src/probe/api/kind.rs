@@ -64,8 +64,8 @@ pub fn shared_keys(input: &BodyInput<'_>) -> Map<String, Value> {
         serde_json::json!({ "include_usage": true }),
     );
     body.insert("temperature".into(), input.temperature.into());
-    if let Some(top_p) = input.options.top_p {
-        body.insert("top_p".into(), top_p.into());
+    for (key, value) in &input.options.body_keys {
+        body.insert((*key).into(), value.clone());
     }
     body
 }
