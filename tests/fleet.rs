@@ -27,11 +27,20 @@ use support::{promtool, wait};
 const TARGETS: usize = 200;
 const INSTANCES: u32 = 3;
 const STUB_SERVERS: usize = 4;
-/// Everything must have happened within this (the whole test stays near 90 s).
-const DEADLINE: Duration = Duration::from_secs(75);
+/// A bound on each wait below, far above what it takes (every target is
+/// measured about 12 s after the start): it only keeps a broken run from
+/// hanging.
+const DEADLINE: Duration = Duration::from_secs(300);
+/// Prometheus's scrape interval, and timeout (it may not exceed the interval).
+/// An instance's /metrics names all 200 targets: a debug build took 0.35 to
+/// 0.8 s to serve it to Prometheus with other builds running on the two
+/// cores, and more with four busy loops, and a failed scrape marks every
+/// series of the instance stale, which the instant queries below would see as
+/// targets gone. Scrapes taking anywhere near this long fail the test, saying so.
+const SCRAPE_SECONDS: u64 = 5;
 
-/// Prometheus scraping `scrape` every second, with the shipped alerts and
-/// the fleet recording rules, its files in `DIR/prometheus`.
+/// Prometheus scraping `scrape` every [`SCRAPE_SECONDS`], with the shipped
+/// alerts and the fleet recording rules, its files in `DIR/prometheus`.
 fn start_prometheus(dir: &Path, scrape: &[SocketAddr]) -> Prometheus {
     let dir = dir.join("prometheus");
     std::fs::create_dir_all(&dir).unwrap();
@@ -43,9 +52,9 @@ fn start_prometheus(dir: &Path, scrape: &[SocketAddr]) -> Prometheus {
     }
     let targets: Vec<String> = scrape.iter().map(|a| format!("'{a}'")).collect();
     let config = format!(
-        "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\n\
+        "global: {{scrape_interval: {SCRAPE_SECONDS}s, evaluation_interval: 1s}}\n\
          rule_files: [alerts.yml, recording.yml]\n\
-         scrape_configs:\n  - job_name: llmprobe\n    scrape_timeout: 1s\n    static_configs:\n      - targets: [{}]\n",
+         scrape_configs:\n  - job_name: llmprobe\n    scrape_timeout: {SCRAPE_SECONDS}s\n    static_configs:\n      - targets: [{}]\n",
         targets.join(", ")
     );
     Prometheus::start(&dir, &config)
@@ -123,7 +132,7 @@ async fn two_hundred_targets_three_instances_each_measured_exactly_once() {
     }
     let addrs: Vec<SocketAddr> = daemons.iter().map(|d| d.addr).collect();
     let prometheus = start_prometheus(fleet_dir.as_path(), &addrs);
-    prometheus.ready(Duration::from_secs(20)).await;
+    prometheus.ready(Duration::from_secs(60)).await;
     eprintln!("{} ready after {:?}", binary.display(), started.elapsed());
 
     // Wait until Prometheus has seen a completed sweep of every target.
@@ -141,9 +150,31 @@ async fn two_hundred_targets_three_instances_each_measured_exactly_once() {
         ))
     })
     .await;
-    // A few more sweeps and scrapes, so that a target measured twice would show.
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // Two more scrapes of every instance (and the sweeps between them), so
+    // that a target measured twice would show: counted in scrapes, not seconds.
+    let seen_all = prometheus.scalar("vector(time())").await.expect("time()");
     eprintln!("all {TARGETS} measured after {:?}", started.elapsed());
+    wait::poll("two more scrapes of every instance", DEADLINE, || async {
+        // The latest scrape at least one interval after `seen_all`: the one
+        // before it came after `seen_all` too.
+        let oldest = prometheus.scalar("min(timestamp(up))").await.unwrap_or(0.0);
+        if oldest >= seen_all + SCRAPE_SECONDS as f64 {
+            return Ok(());
+        }
+        Err(format!(
+            "latest scrapes: {:?}",
+            prometheus.samples("timestamp(up)").await
+        ))
+    })
+    .await;
+    // Every instance's latest scrape succeeded, so no series is stale below.
+    let durations = prometheus.samples("scrape_duration_seconds").await;
+    eprintln!("scrape durations: {durations:?}");
+    let failed = prometheus.samples("up == 0").await;
+    assert!(
+        failed.is_empty(),
+        "failed scrapes: {failed:?}; durations {durations:?}"
+    );
 
     // Exactly one instance per target, over the whole run so far: every
     // series an instance ever exported for a target counts.
