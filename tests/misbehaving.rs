@@ -384,8 +384,10 @@ fn cases() -> Vec<Case> {
             }),
             "4s",
             "ok",
-            // Two levels of two rounds each; a request held to its limit
-            // would take 4 x 4 s.
+            // Two rounds per level: requests held to their 4 s limit would
+            // take at least 2 x 4 s however fast the machine (even were the
+            // climb to stop at the first level); ended within the 0.5 s
+            // after-[DONE] grace, the sweeps take about 2 s.
             vec![Within(Duration::from_secs(8))],
         ),
         // --- Answers that are not a stream ---
@@ -711,7 +713,7 @@ impl Harness {
         if outcome == "ok" {
             assert_eq!(
                 w.levels.len(),
-                2,
+                levels_expected(w),
                 "both levels within the SLO: {:?}",
                 w.capacity.stopped_because
             );
@@ -736,10 +738,37 @@ impl Harness {
         .await;
         let r = self.sweep(&healthy.base_url(), "5s").await;
         assert!(r.success, "{:?}", r.error);
-        let levels = &r.workloads[0].levels;
-        assert_eq!(levels.len(), 2);
+        let w = &r.workloads[0];
+        let levels = &w.levels;
+        assert_eq!(
+            levels.len(),
+            levels_expected(w),
+            "{:?}",
+            w.capacity.stopped_because
+        );
         assert!(levels.iter().all(|l| l.outcomes["ok"] == PER_LEVEL));
-        assert_eq!(self.counted("ok"), before + 2 * PER_LEVEL);
+        assert_eq!(self.counted("ok"), before + levels.len() as u64 * PER_LEVEL);
+    }
+}
+
+/// How many of the two levels a sweep of a server that answers well must
+/// have run: both, each within the SLO; or only level 2 when the client's
+/// own turnaround kept it under its concurrency. These servers answer in
+/// microseconds, so a turnaround of a few ms (a loaded machine's scheduling,
+/// not the server) is most of a level's time, and the sweep rightly does not
+/// count the level (tests/real_servers.rs checks that with servers that take
+/// long enough for the client to keep up).
+fn levels_expected(w: &llmprobe::stats::report::WorkloadReport) -> usize {
+    for l in &w.levels {
+        assert!(
+            l.within_slo,
+            "level {} within the SLO: {:?}",
+            l.concurrency, w.capacity.stopped_because
+        );
+    }
+    match w.levels.first() {
+        Some(first) if !first.kept_concurrency => 1,
+        _ => 2,
     }
 }
 
