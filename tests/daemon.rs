@@ -32,7 +32,7 @@ fn config(targets: &str) -> String {
     .render()
 }
 
-const WAIT: Duration = Duration::from_secs(30);
+const WAIT: Duration = Duration::from_secs(60);
 
 fn knee(text: &str, target: &str) -> Option<f64> {
     metric(

@@ -306,7 +306,7 @@ async fn daemon_refreshes_reloads_and_counts_read_errors() {
     write_atomic(&file, &entries(&["d1"]));
 
     let d = Daemon::start(path.clone()).await;
-    let wait = Duration::from_secs(30);
+    let wait = Duration::from_secs(60);
     let knee =
         |t: &str, name: &str| metric(t, "llmprobe_capacity_knee_concurrency", &[("target", name)]);
     let text = d

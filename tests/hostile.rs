@@ -98,7 +98,7 @@ async fn sweeps_go_on(daemon: &Running, auth: Option<(&str, &str)>, before: f64)
         },
     )
     .await;
-    wait::poll("/healthz", Duration::from_secs(30), || async {
+    wait::poll("/healthz", Duration::from_secs(60), || async {
         match client().get(daemon.url("/healthz")).send().await {
             Ok(r) if r.status().is_success() => Ok(()),
             other => Err(format!("{other:?}\n{}", daemon.process.tail())),
@@ -119,7 +119,7 @@ async fn a_flood_of_wrong_passwords_does_not_stop_the_measurements() {
     let path = dir.join("llmprobe.yaml");
     std::fs::write(&path, format!("{web}{}", simulated_within("8s", ""))).unwrap();
     let daemon = start_limited(&path, 1024);
-    daemon.ready(Duration::from_secs(30)).await;
+    daemon.ready(Duration::from_secs(60)).await;
     let auth = Some(("prom", "right"));
     let before = wait::poll("a first sweep", Duration::from_secs(60), || async {
         match ok_sweeps(&daemon, auth).await {
@@ -180,7 +180,7 @@ async fn idle_connections_beyond_the_descriptor_limit_do_not_stop_the_measuremen
     let path = dir.join("llmprobe.yaml");
     std::fs::write(&path, simulated("")).unwrap();
     let daemon = start_limited(&path, 512);
-    daemon.ready(Duration::from_secs(30)).await;
+    daemon.ready(Duration::from_secs(60)).await;
     let before = wait::poll("a first sweep", Duration::from_secs(60), || async {
         match ok_sweeps(&daemon, None).await {
             Ok(n) if n >= 1.0 => Ok(n),
@@ -254,7 +254,7 @@ async fn logs_off_a_terminal_have_no_colours_and_one_line_per_event() {
     let path = dir.join("llmprobe.yaml");
     std::fs::write(&path, format!("{}{more}", simulated(""))).unwrap();
     let daemon = Running::start(&path, &[("RUST_LOG", "info")]);
-    daemon.ready(Duration::from_secs(30)).await;
+    daemon.ready(Duration::from_secs(60)).await;
     wait::poll(
         "a log line naming the target",
         Duration::from_secs(60),
@@ -307,7 +307,7 @@ async fn a_bad_reload_keeps_the_running_config(
     std::fs::write(&path, config).unwrap();
     std::fs::write(dir.join("prompts.jsonl"), "hello\n").unwrap();
     let daemon = Running::start(&path, &[]);
-    daemon.ready(Duration::from_secs(30)).await;
+    daemon.ready(Duration::from_secs(60)).await;
     let before = wait::poll("a first sweep", Duration::from_secs(60), || async {
         match ok_sweeps(&daemon, None).await {
             Ok(n) if n >= 1.0 => Ok(n),

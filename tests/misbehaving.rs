@@ -862,7 +862,7 @@ async fn daemon_keeps_measuring_counts_outcomes_and_logs_once_per_sweep() {
     let sweeps = |text: &str, t: &str| metric_sum(text, "llmprobe_sweeps_total", &[("target", t)]);
     let text = d
         .wait_for(
-            Duration::from_secs(30),
+            Duration::from_secs(60),
             "three sweeps of each target",
             |t| sweeps(t, "daemon-bad") >= 3.0 && sweeps(t, "daemon-good") >= 3.0,
         )

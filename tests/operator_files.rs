@@ -401,7 +401,7 @@ async fn alertmanager_example_inhibits_what_it_says() {
     let (http, body, want, am) = (&http, &body, &want, &am);
     wait::poll(
         "Alertmanager to inhibit what the example says",
-        Duration::from_secs(30),
+        Duration::from_secs(60),
         move || async move {
             if !posted.load(Ordering::Relaxed) {
                 let ok = http
@@ -613,9 +613,9 @@ fn http_get(port: u16, path: &str) -> Option<String> {
     Some(text)
 }
 
-/// Polls /metrics until `pred` holds (30 s at most) and returns it.
+/// Polls /metrics until `pred` holds (60 s at most) and returns it.
 fn wait_for_metrics(port: u16, what: &str, pred: impl Fn(&str) -> bool) -> String {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         let text = http_get(port, "/metrics").unwrap_or_default();
         if pred(&text) {

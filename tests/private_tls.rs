@@ -130,7 +130,7 @@ async fn a_reload_picks_up_a_renewed_ca_file() {
     let count = |t: &str, outcome: &str| {
         metric(t, "llmprobe_requests_total", &[("outcome", outcome)]).unwrap_or(0.0)
     };
-    let wait = Duration::from_secs(20);
+    let wait = Duration::from_secs(60);
     let text = d
         .wait_for(wait, "refused handshakes", |t| {
             count(t, "connect_error") > 0.0

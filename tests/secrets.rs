@@ -339,7 +339,7 @@ async fn the_daemon_never_shows_the_key() {
     let get = |p: &'static str| async { daemon.get(p).await.unwrap_or_default() };
     let metrics = wait::poll(
         "two sweeps of each target",
-        Duration::from_secs(30),
+        Duration::from_secs(60),
         || async {
             daemon.process.assert_running();
             let m = get("/metrics").await;
