@@ -58,6 +58,23 @@ pub struct Seen {
     pub shed: AtomicUsize,
     /// Value served on GET /metrics as `busy_requests`, for the idle gate.
     pub busy: AtomicUsize,
+    /// Each answered stream as the server timed it.
+    pub streams: std::sync::Mutex<Vec<Timed>>,
+}
+
+/// One stream as the server timed it, from its handler's start: when its
+/// first and its last content chunk were handed to the connection, and the
+/// gaps between content chunks. Its timers can only be late, so these are
+/// the delays it was asked for plus this run's scheduling, which a client
+/// measures on top of loopback and its own wake-ups.
+#[derive(Debug, Clone, Default)]
+pub struct Timed {
+    /// To the first content chunk.
+    pub ttft: Duration,
+    /// To the last content chunk.
+    pub latency: Duration,
+    /// Between consecutive content chunks.
+    pub gaps: Vec<Duration>,
 }
 
 async fn own_metrics(State((_, seen)): State<(Behavior, Arc<Seen>)>) -> String {
@@ -102,6 +119,11 @@ impl TestServer {
     /// The most requests it answered at once.
     pub fn max_in_flight(&self) -> usize {
         self.seen.max_in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Every stream it answered in full, as it timed them.
+    pub fn streams(&self) -> Vec<Timed> {
+        self.seen.streams.lock().unwrap().clone()
     }
 
     /// Sets the `busy_requests` value its /metrics serves.
@@ -161,7 +183,10 @@ async fn completions(
     }
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, Infallible>>(16);
     let mut guard = Some(guard);
+    let entered = std::time::Instant::now();
     tokio::spawn(async move {
+        let mut timed = Timed::default();
+        let mut previous = None;
         let _ = tx
             .send(Ok(Bytes::from_static(
                 b"data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\n\n",
@@ -192,6 +217,13 @@ async fn completions(
             {
                 return;
             }
+            let now = std::time::Instant::now();
+            match previous {
+                None => timed.ttft = now - entered,
+                Some(p) => timed.gaps.push(now - p),
+            }
+            previous = Some(now);
+            timed.latency = now - entered;
         }
         if b.usage {
             let u = format!(
@@ -202,6 +234,7 @@ async fn completions(
         }
         let _ = tx.send(Ok(Bytes::from_static(b"data: [DONE]\n\n"))).await;
         drop(guard);
+        seen.streams.lock().unwrap().push(timed);
     });
     Response::builder()
         .status(200)
