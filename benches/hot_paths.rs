@@ -1,6 +1,7 @@
 //! The hot pure paths, timed with divan: SSE decoding of a realistic chunk
 //! stream, `chunk::interpret` of one content chunk, exact quantiles over
-//! 10,000 samples, and the exposition encode of a big deployment.
+//! 10,000 samples, the exposition encode of a big deployment, and turning
+//! 10k and 100k file_sd entries into targets.
 //!
 //! ```text
 //! cargo bench --bench hot_paths
@@ -9,8 +10,12 @@
 #[path = "common/fixtures.rs"]
 mod fixtures;
 
+use std::sync::Arc;
+
 use divan::counter::{BytesCount, ItemsCount};
 use divan::Bencher;
+use llmprobe::config::{FileSdConfig, Format, ProcessEnv};
+use llmprobe::fleet::file_sd::{self, Group};
 use llmprobe::stream::chunk::{self, Chunk};
 use llmprobe::stream::sse::SseDecoder;
 
@@ -128,4 +133,62 @@ fn exposition_scrape_after_a_sweep(bencher: Bencher) {
         metrics.publish_sweep(&report);
         metrics.exposition().count()
     });
+}
+
+/// The file_sd settings of a configuration with one workload, targets
+/// named by their `name` label (loaded from a file, as the daemon does).
+fn file_sd_config() -> Arc<FileSdConfig> {
+    let dir = std::env::temp_dir().join(format!("llmprobe-bench-file-sd-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let path = dir.join("llmprobe.yaml");
+    std::fs::write(
+        &path,
+        r#"
+listen: "127.0.0.1:0"
+schedule: { interval: 1m, max_in_flight_total: 64 }
+defaults: { workload: chat, levels: [1, 2, 4, 8] }
+workloads:
+  chat: { max_completion_tokens: 64, prompts: ["hello"] }
+file_sd: { files: ["targets/*.json"] }
+target_template: { name_label: name, model: m }
+targets: []
+"#,
+    )
+    .expect("write the configuration");
+    let config = llmprobe::config::decode(&path, false)
+        .and_then(|f| llmprobe::config::resolve(&path, f, &ProcessEnv))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    config.fleet.file_sd.expect("file_sd configured")
+}
+
+/// A generated file_sd JSON file of `n` groups, one distinctly named
+/// target each, parsed as a refresh parses it.
+fn file_sd_groups(n: usize) -> Vec<Group> {
+    let entries: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                r#"{{"targets": ["10.{}.{}.{}:8000"], "labels": {{"name": "worker-{i}", "gpu": "a100"}}}}"#,
+                i >> 16,
+                (i >> 8) & 0xff,
+                i & 0xff
+            )
+        })
+        .collect();
+    let text = format!("[{}]", entries.join(",\n"));
+    file_sd::parse(&text, Format::Json).expect("a valid file_sd file")
+}
+
+/// `file_sd::targets` over a file of 10k and 100k entries: validation,
+/// template and the duplicate-name check (a set: linear; the scan it
+/// replaced took 61 s at 100k).
+#[divan::bench(args = [10_000, 100_000], sample_count = 5, sample_size = 1)]
+fn file_sd_targets(bencher: Bencher, n: usize) {
+    let config = file_sd_config();
+    let groups = file_sd_groups(n);
+    let (good, invalid) = file_sd::targets(&groups, &config, &ProcessEnv);
+    assert_eq!((good.len(), invalid.len()), (n, 0), "{:?}", invalid.first());
+    bencher
+        .counter(ItemsCount::new(n))
+        .bench(|| file_sd::targets(divan::black_box(&groups), &config, &ProcessEnv));
 }

@@ -284,3 +284,73 @@ async fn the_daemon_warm_starts_and_says_so() {
         "early stops counted"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_sweeps_page_shows_the_levels_it_carried_apart_and_dated() {
+    // As above: knee 8, so a warm sweep runs 1, 8 and 16 and carries the
+    // full sweep's 2 and 4.
+    let yaml = Yaml {
+        warmup_requests: 1,
+        levels: "[1, 2, 4, 8, 16]",
+        requests_per_level: "2x",
+        min_requests_per_level: 4,
+        slo: Some("{ p95_latency: 5s }"),
+        more_defaults: "  full_sweep_every: 3\n  refine_resolution: off",
+        max_completion_tokens: 8,
+        rest: "targets:\n  - name: sim\n    simulator: { profile: tiny, max_batch: 2 }",
+        ..Yaml::default()
+    }
+    .render();
+    let d = Daemon::start(write_config(&yaml)).await;
+    // The page shows the latest sweep: wait until that is a warm one.
+    let page = support::wait::poll("a warm sweep's page", Duration::from_secs(90), || async {
+        let page = d.get("/targets/sim").await;
+        if page.contains("(warm start)") {
+            Ok(page)
+        } else {
+            Err(page)
+        }
+    })
+    .await;
+    d.stop().await;
+
+    // The terminal's table (in the page's <pre>): carried rows after their
+    // heading, each saying so and how old it is.
+    let (_, pre) = page.split_once("<pre>").expect("the table");
+    let heading = pre
+        .find("carried from earlier sweeps")
+        .unwrap_or_else(|| panic!("no carried block:\n{pre}"));
+    for c in ["2", "4"] {
+        let row = pre
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(c))
+            .unwrap_or_else(|| panic!("no row for {c}:\n{pre}"));
+        assert!(pre.find(row).unwrap() > heading, "{pre}");
+        assert!(
+            row.contains("&lt;- carried, measured ") && row.contains(" before this sweep"),
+            "{row}"
+        );
+    }
+    for c in ["1", "8"] {
+        let row = pre
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(c))
+            .unwrap_or_else(|| panic!("no row for {c}:\n{pre}"));
+        assert!(pre.find(row).unwrap() < heading, "measured now: {pre}");
+        assert!(!row.contains("carried"), "{row}");
+    }
+    // The HTML: listed in their own table, left out of the charts.
+    for c in ["2", "4"] {
+        assert!(
+            page.contains(&format!(
+                "<tr class=\"carried\"><td>{c}</td><td>carried, measured "
+            )),
+            "level {c} listed as carried:\n{page}"
+        );
+        assert!(
+            !page.contains(&format!("data-series=\"throughput\" data-x=\"{c}\"")),
+            "level {c} drawn:\n{page}"
+        );
+    }
+    assert!(page.contains("data-series=\"throughput\" data-x=\"8\""));
+}

@@ -16,7 +16,7 @@ use std::time::Duration;
 use llmprobe::metrics::Metrics;
 use llmprobe::probe::setup::Setup;
 use llmprobe::stats::report::{
-    Basis, Breach, Capacity, Counts, Decision, EarlyStop, LevelRole, LevelSummary, Limit,
+    Basis, Breach, Capacity, Counts, Decision, EarlyStop, FoundIn, LevelRole, LevelSummary, Limit,
     LowerBounds, OutputLimit, PairReport, Percentiles, SideSummary, SweepKind, SweepReport,
     Verdict, WorkloadReport,
 };
@@ -217,6 +217,7 @@ fn good_report() -> SweepReport {
                     .to_string(),
             ),
             kept_sweeps: 0,
+            found_in: Some(FoundIn::WarmUp),
         },
         workloads: vec![
             WorkloadReport {

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::stats::report::{
-    Capacity, Decision, LevelRole, LevelSummary, PairReport, SweepKind, SweepReport, WorkloadReport,
+    Capacity, Decision, FoundIn, LevelRole, LevelSummary, OutputLimit, PairReport, SweepKind,
+    SweepReport, WorkloadReport,
 };
 use crate::stats::sample::Outcome;
 
@@ -52,6 +53,69 @@ pub(crate) fn level_notes(l: &LevelSummary) -> String {
         );
     }
     notes
+}
+
+/// A level's figures as a row of the table (without its notes); `answer`
+/// adds the answer's TTFT columns.
+fn level_row(l: &LevelSummary, answer: bool) -> String {
+    let answer_cells = if answer {
+        format!(
+            " {:>9} {:>9}",
+            secs(l.answer_ttft_seconds.p50),
+            secs(l.answer_ttft_seconds.p95)
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "  {:>5} {:>9.1} {:>5} {:>5} {:>5} {:>5} {:>9} {:>9}{answer_cells} {:>11} {:>9} {:>12.1} {:>5}",
+        l.concurrency,
+        l.achieved_concurrency,
+        l.requests,
+        l.count(Outcome::Ok),
+        l.shed(),
+        errors(l),
+        secs(l.ttft_seconds.p50),
+        secs(l.ttft_seconds.p95),
+        num(l.generation_tokens_per_second.p50),
+        secs(l.latency_seconds.p95),
+        l.throughput_tokens_per_second,
+        l.new_connections,
+    )
+}
+
+/// How long before a sweep that finished at `finished` (Unix seconds) a
+/// carried level was measured, e.g. "40 s"; None when the level does not
+/// say (documents written before the field) or says a later time.
+pub fn carried_age(l: &LevelSummary, finished: f64) -> Option<String> {
+    let age = finished - l.measured_at_unix_seconds;
+    if l.measured_at_unix_seconds <= 0.0 || !age.is_finite() || age < 0.0 {
+        return None;
+    }
+    Some(if age < 120.0 {
+        format!("{age:.0} s")
+    } else if age < 7200.0 {
+        format!("{:.0} min", age / 60.0)
+    } else {
+        format!("{:.1} h", age / 3600.0)
+    })
+}
+
+/// What marks a carried level's row: that it was not measured now, how
+/// long before, and whether it was within the SLO then.
+pub fn carried_note(l: &LevelSummary, finished: f64) -> String {
+    let when = match carried_age(l, finished) {
+        Some(age) => format!("measured {age} before this sweep"),
+        None => "measured by an earlier sweep".to_string(),
+    };
+    let verdict = if !l.within_slo {
+        ", over SLO then"
+    } else if !l.kept_concurrency {
+        ", concurrency not kept then"
+    } else {
+        ""
+    };
+    format!("  <- carried, {when}{verdict}")
 }
 
 /// The reports as tables, one per target and workload.
@@ -128,31 +192,22 @@ pub fn table(reports: &[SweepReport]) -> String {
                 "conns"
             );
             for l in &w.levels {
-                let answer_cells = if answer {
-                    format!(
-                        " {:>9} {:>9}",
-                        secs(l.answer_ttft_seconds.p50),
-                        secs(l.answer_ttft_seconds.p95)
-                    )
-                } else {
-                    String::new()
-                };
+                let _ = writeln!(out, "{}{}", level_row(l, answer), level_notes(l));
+            }
+            // Apart from the measured rows: figures of earlier sweeps that
+            // the knee and saturation count, each with its age.
+            if !w.carried_levels.is_empty() {
                 let _ = writeln!(
                     out,
-                    "  {:>5} {:>9.1} {:>5} {:>5} {:>5} {:>5} {:>9} {:>9}{answer_cells} {:>11} {:>9} {:>12.1} {:>5}{}",
-                    l.concurrency,
-                    l.achieved_concurrency,
-                    l.requests,
-                    l.count(Outcome::Ok),
-                    l.shed(),
-                    errors(l),
-                    secs(l.ttft_seconds.p50),
-                    secs(l.ttft_seconds.p95),
-                    num(l.generation_tokens_per_second.p50),
-                    secs(l.latency_seconds.p95),
-                    l.throughput_tokens_per_second,
-                    l.new_connections,
-                    level_notes(l),
+                    "  carried from earlier sweeps (not run by this one; the knee and saturation count them):"
+                );
+            }
+            for l in &w.carried_levels {
+                let _ = writeln!(
+                    out,
+                    "{}{}",
+                    level_row(l, answer),
+                    carried_note(l, r.finished_at_unix_seconds)
                 );
             }
             let server = signals::server_rows(w);
@@ -286,13 +341,29 @@ pub fn output_limit(r: &SweepReport) -> Option<String> {
         return None;
     }
     let how = match (o.source.as_str(), &o.note) {
-        ("detected", Some(note)) => format!("found at warm-up: {note}"),
+        ("detected", Some(note)) => format!("{}: {note}", found(o)),
         ("default", None) => "the default, checked on every answer".to_string(),
         ("unbounded", Some(note)) => format!("nothing bounds the output: {note}"),
         ("default", Some(note)) => format!("the default; {note}"),
         (source, _) => source.to_string(),
     };
     Some(format!("output limit sent as `{}` ({how})", o.field))
+}
+
+/// Where a detected field was found: in which answers, and by which sweep.
+fn found(o: &OutputLimit) -> String {
+    let answers = match o.found_in {
+        Some(FoundIn::WarmUp) => "found at warm-up",
+        Some(FoundIn::Pool) => "found by a request opening a level's connections",
+        Some(FoundIn::Counted) => "found by a counted answer",
+        // A document written before the field: an answer, but not which.
+        None => "found by an answer",
+    };
+    match o.kept_sweeps {
+        0 => answers.to_string(),
+        1 => format!("{answers} of the previous sweep"),
+        n => format!("{answers} {n} sweeps before this one"),
+    }
 }
 
 /// Each level's verdict, which test decided it and on how many requests.
@@ -515,4 +586,122 @@ pub fn pairs_table(pairs: &[PairReport]) -> String {
     }
     out.push('\n');
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::report::{Capacity, OutputLimit};
+
+    fn level(concurrency: u32, at: f64, within_slo: bool) -> LevelSummary {
+        LevelSummary {
+            concurrency,
+            requests: 8,
+            planned_requests: 8,
+            outcomes: [("ok", 8)].into_iter().collect(),
+            throughput_tokens_per_second: 10.0 * f64::from(concurrency),
+            kept_concurrency: true,
+            within_slo,
+            measured_at_unix_seconds: at,
+            ..LevelSummary::default()
+        }
+    }
+
+    fn warm_report() -> SweepReport {
+        SweepReport {
+            target: "sim".into(),
+            kind: SweepKind::Warm,
+            model: "m".into(),
+            success: true,
+            error: None,
+            duration_seconds: 2.0,
+            finished_at_unix_seconds: 1_000.0,
+            setup: Default::default(),
+            output_limit: Default::default(),
+            server_metrics: Default::default(),
+            workloads: vec![WorkloadReport {
+                workload: "chat".into(),
+                levels: vec![level(1, 999.0, true), level(8, 1_000.0, true)],
+                skipped_levels: vec![2, 4],
+                carried_levels: vec![
+                    level(2, 960.0, true),
+                    level(4, 700.0, true),
+                    // A document written before levels said when.
+                    level(16, 0.0, false),
+                ],
+                capacity: Capacity::default(),
+            }],
+        }
+    }
+
+    #[test]
+    fn carried_levels_are_rows_apart_marked_with_their_age() {
+        let table = table(&[warm_report()]);
+        let lines: Vec<&str> = table.lines().collect();
+        let row = |c: u32| {
+            lines
+                .iter()
+                .position(|l| l.split_whitespace().next() == Some(&c.to_string()))
+                .unwrap_or_else(|| panic!("no row for {c}:\n{table}"))
+        };
+        let head = lines
+            .iter()
+            .position(|l| l.contains("carried from earlier sweeps"))
+            .unwrap_or_else(|| panic!("no carried block:\n{table}"));
+        // Measured rows first, unmarked; the carried ones after the heading.
+        for c in [1, 8] {
+            assert!(row(c) < head, "{table}");
+            assert!(!lines[row(c)].contains("carried"), "{table}");
+        }
+        for c in [2, 4, 16] {
+            assert!(row(c) > head, "{table}");
+        }
+        assert!(
+            lines[row(2)].ends_with("  <- carried, measured 40 s before this sweep"),
+            "{table}"
+        );
+        assert!(
+            lines[row(4)].ends_with("  <- carried, measured 5 min before this sweep"),
+            "{table}"
+        );
+        assert!(
+            lines[row(16)].ends_with("  <- carried, measured by an earlier sweep, over SLO then"),
+            "{table}"
+        );
+        assert!(lines[row(2)].contains(" 20.0 "), "its figures: {table}");
+        // A full sweep's table has no such block.
+        let mut full = warm_report();
+        full.workloads[0].carried_levels.clear();
+        assert!(!super::table(&[full]).contains("carried"));
+    }
+
+    #[test]
+    fn the_output_limit_says_which_answers_found_the_field() {
+        let mut r = warm_report();
+        r.output_limit = OutputLimit {
+            field: "max_tokens".into(),
+            source: "detected".into(),
+            note: Some("with `max_completion_tokens`, 90 tokens".into()),
+            kept_sweeps: 0,
+            found_in: Some(FoundIn::Counted),
+        };
+        assert_eq!(
+            output_limit(&r).unwrap(),
+            "output limit sent as `max_tokens` (found by a counted answer: with `max_completion_tokens`, 90 tokens)"
+        );
+        r.output_limit.found_in = Some(FoundIn::WarmUp);
+        assert!(output_limit(&r).unwrap().contains("(found at warm-up: with"));
+        r.output_limit.found_in = Some(FoundIn::Pool);
+        assert!(output_limit(&r)
+            .unwrap()
+            .contains("(found by a request opening a level's connections: with"));
+        r.output_limit.kept_sweeps = 3;
+        r.output_limit.found_in = Some(FoundIn::WarmUp);
+        assert!(output_limit(&r)
+            .unwrap()
+            .contains("(found at warm-up 3 sweeps before this one: with"));
+        r.output_limit.found_in = None;
+        r.output_limit.kept_sweeps = 0;
+        assert!(output_limit(&r).unwrap().contains("(found by an answer: with"));
+    }
 }

@@ -522,6 +522,23 @@ pub struct OutputLimit {
     /// `sweep::output_limit::RECHECK_EVERY_SWEEPS`.
     #[serde(default)]
     pub kept_sweeps: u32,
+    /// Which answers showed the field left behind unbounded, for a
+    /// `detected` field (None otherwise, and in documents written before
+    /// it); kept with the field by the sweeps that keep it.
+    #[serde(default)]
+    pub found_in: Option<FoundIn>,
+}
+
+/// Which answers an output-limit field was found unbounded in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FoundIn {
+    /// The warm-up before the first level.
+    WarmUp,
+    /// The requests that open a level's connections before it is counted.
+    Pool,
+    /// A level's counted requests.
+    Counted,
 }
 
 /// Results of one workload on one target.

@@ -27,7 +27,8 @@ use crate::stats::evidence::{self, Evidence};
 use crate::stats::level;
 use crate::stats::limit;
 use crate::stats::report::{
-    Basis, Counts, Decision, LevelSummary, SweepKind, SweepReport, Verdict, WorkloadReport,
+    Basis, Counts, Decision, FoundIn, LevelSummary, SweepKind, SweepReport, Verdict,
+    WorkloadReport,
 };
 use crate::stats::sample::{Outcome, ReasoningFields};
 use crate::stats::verdict::{self, Breach, Tally};
@@ -181,15 +182,15 @@ pub async fn run_after(
                     );
                     let measured = run.await;
                     checked += watch.as_ref().map_or(0, |w| w.bounded());
-                    let why = match measured {
+                    let (why, found_in) = match measured {
                         Ok(report) => {
                             workloads.push(report);
                             break;
                         }
-                        Err(why) => why,
+                        Err(unbounded) => unbounded,
                     };
                     let left = choice.field();
-                    match choice.unbounded(why, limit) {
+                    match choice.unbounded(why, found_in, limit) {
                         Ok(field) => {
                             tracing::warn!(
                                 target_name = %target.name,
@@ -296,8 +297,8 @@ fn unreachable_error(workloads: &[WorkloadReport]) -> Option<String> {
 }
 
 /// Runs one workload: warm-up, then its levels. Err: an answer showed that
-/// the field sent does not bound the output (why), and the workload is
-/// abandoned where it was.
+/// the field sent does not bound the output (why, and in which answers),
+/// and the workload is abandoned where it was.
 // The workload's own inputs and the two things its loop knows (the last good
 // sweep's levels, the pooled evidence): grouping them would only rename them.
 #[allow(clippy::too_many_arguments)]
@@ -311,7 +312,7 @@ async fn run_workload(
     earlier: Option<Earlier<'_>>,
     pool: &(dyn Fn(u32) -> evidence::Prior + Sync),
     server: Option<&signals::Watch>,
-) -> Result<WorkloadReport, String> {
+) -> Result<WorkloadReport, (String, FoundIn)> {
     let requests = Arc::new(requests);
     let target = requests.target.clone();
     let workload = requests.workload.clone();
@@ -335,7 +336,7 @@ async fn run_workload(
         }
     }
     if let Some(why) = unbounded() {
-        return Err(why);
+        return Err((why, FoundIn::WarmUp));
     }
 
     // Which level comes next: the configured ones from the lowest (a warm
@@ -396,7 +397,7 @@ async fn run_workload(
         run.level(concurrency, u64::from(concurrency), Pass::Pool, None)
             .await;
         if let Some(why) = unbounded() {
-            return Err(why);
+            return Err((why, FoundIn::Pool));
         }
         env.observer
             .level_started(&target, &workload, concurrency, n);
@@ -409,7 +410,7 @@ async fn run_workload(
             None => None,
         };
         if let Some(why) = unbounded() {
-            return Err(why);
+            return Err((why, FoundIn::Counted));
         }
         if cancel.is_cancelled() {
             not_measured = Some(format!(

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use crate::config::MaxTokensField;
-use crate::stats::report::{OutputLimit, Setup};
+use crate::stats::report::{FoundIn, OutputLimit, Setup};
 use crate::stats::sample::{Outcome, Sample, TokenSource};
 
 /// The fields tried for chat completions, in order.
@@ -125,6 +125,8 @@ pub struct Choice {
     detected: bool,
     /// What the answers said of the fields left behind.
     seen: Vec<String>,
+    /// Which answers showed the last field left behind unbounded.
+    found_in: Option<FoundIn>,
     /// Set when nothing bounds the output.
     unbounded: bool,
 }
@@ -158,6 +160,7 @@ impl Choice {
             kept_sweeps: 0,
             detected: false,
             seen: Vec::new(),
+            found_in: None,
             unbounded: false,
         };
         if let Some(field) = configured {
@@ -181,6 +184,7 @@ impl Choice {
                 choice.detected = true;
                 choice.kept_sweeps = o.kept_sweeps + 1;
                 choice.seen = o.note.iter().cloned().collect();
+                choice.found_in = o.found_in;
             }
             _ => {}
         }
@@ -203,12 +207,18 @@ impl Choice {
         })
     }
 
-    /// An answer showed that the current field does not bound the output
-    /// (`why`): the next field to try, or Err with the sentence that says
-    /// nothing bounds it.
-    pub fn unbounded(&mut self, why: String, limit: u64) -> Result<MaxTokensField, String> {
+    /// An answer (one of those `found_in`) showed that the current field
+    /// does not bound the output (`why`): the next field to try, or Err with
+    /// the sentence that says nothing bounds it.
+    pub fn unbounded(
+        &mut self,
+        why: String,
+        found_in: FoundIn,
+        limit: u64,
+    ) -> Result<MaxTokensField, String> {
         self.seen
             .push(format!("with `{}`, {why}", self.field.as_str()));
+        self.found_in = Some(found_in);
         let next = self
             .order
             .iter()
@@ -256,6 +266,7 @@ impl Choice {
             source: source.into(),
             note,
             kept_sweeps: self.kept_sweeps,
+            found_in: self.found_in.filter(|_| source != "configured"),
         }
     }
 }
@@ -336,7 +347,7 @@ mod tests {
         assert_eq!(none_of(only), "`max_tokens` never");
         let mut c = Choice::start_for(only, None, "m", &Setup::default(), None);
         assert_eq!(c.field(), MaxTokensField::MaxTokens);
-        let e = c.unbounded("too long".into(), 4).unwrap_err();
+        let e = c.unbounded("too long".into(), FoundIn::WarmUp, 4).unwrap_err();
         assert!(
             e.starts_with("nothing bounds the server's output: `max_tokens` never"),
             "{e}"
@@ -425,19 +436,21 @@ mod tests {
         assert_eq!(c.field(), MaxTokensField::MaxCompletionTokens);
         assert_eq!(c.report(3).source, "default");
         assert_eq!(c.report(3).note, None);
+        assert_eq!(c.report(3).found_in, None);
         assert_eq!(
             c.report(0).note.as_deref(),
             Some("not checked: no answer completed")
         );
         assert_eq!(
-            c.unbounded("90 tokens".into(), 8),
+            c.unbounded("90 tokens".into(), FoundIn::WarmUp, 8),
             Ok(MaxTokensField::MaxTokens)
         );
-        assert_eq!(c.unbounded("91 tokens".into(), 8), Ok(MaxTokensField::Both));
+        assert_eq!(c.unbounded("91 tokens".into(), FoundIn::Counted, 8), Ok(MaxTokensField::Both));
         let r = c.report(5);
         assert_eq!((r.field.as_str(), r.source.as_str()), ("both", "detected"));
+        assert_eq!(r.found_in, Some(FoundIn::Counted), "the last switch's answers");
         assert!(r.note.unwrap().contains("with `max_tokens`, 91 tokens"));
-        let e = c.unbounded("92 tokens".into(), 8).unwrap_err();
+        let e = c.unbounded("92 tokens".into(), FoundIn::Pool, 8).unwrap_err();
         assert!(e.starts_with("nothing bounds the server's output"), "{e}");
         assert!(e.contains("with `both`, 92 tokens"), "{e}");
         assert_eq!(c.report(0).source, "unbounded");
@@ -455,6 +468,7 @@ mod tests {
             source: "detected".into(),
             note: Some("with `max_completion_tokens`, 90 tokens".into()),
             kept_sweeps,
+            found_in: Some(FoundIn::Pool),
         };
         let vllm = setup("vllm");
         let start = |model: &str, now: &Setup, o: &OutputLimit| {
@@ -469,6 +483,7 @@ mod tests {
         assert_eq!(c.field(), MaxTokensField::MaxTokens);
         let r = c.report(4);
         assert_eq!((r.source.as_str(), r.kept_sweeps), ("detected", 1));
+        assert_eq!(r.found_in, Some(FoundIn::Pool), "kept with the field");
         assert!(r.note.unwrap().contains("90 tokens"));
         // Another server (or version, or model list) behind the URL, or
         // another model: forgotten.

@@ -79,6 +79,7 @@ td{white-space:nowrap}
 th{color:var(--muted);font-weight:600;background:#fafbfc}
 th:first-child,td:first-child{text-align:left}
 tr.over td{color:#b91c1c}
+tr.carried td{font-style:italic;background:#fafbfc}
 .scroll{overflow-x:auto;margin-top:10px}
 pre{background:#f3f4f6;border-radius:8px;padding:10px 12px;margin:6px 0 0;
 white-space:pre-wrap;overflow-wrap:anywhere;
@@ -268,7 +269,7 @@ pub fn target_section(r: &SweepReport, settings: Option<&TargetSettings>, id: &s
     }
     out.push_str("</div>\n");
     for w in &r.workloads {
-        out.push_str(&workload_block(w, settings));
+        out.push_str(&workload_block(w, settings, r.finished_at_unix_seconds));
     }
     let _ = writeln!(
         out,
@@ -278,17 +279,76 @@ pub fn target_section(r: &SweepReport, settings: Option<&TargetSettings>, id: &s
     out
 }
 
-/// Verdict, charts and sample counts of one workload.
-fn workload_block(w: &WorkloadReport, settings: Option<&TargetSettings>) -> String {
+/// Verdict, charts and sample counts of one workload, of a sweep that
+/// finished at `finished` (Unix seconds).
+fn workload_block(w: &WorkloadReport, settings: Option<&TargetSettings>, finished: f64) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "<h3>workload {}</h3>", escape(&w.workload));
     out.push_str(&verdict(w));
+    // The charts draw what this sweep measured; levels carried from earlier
+    // sweeps are listed apart, with their age, never drawn as if measured now.
+    if !w.carried_levels.is_empty() {
+        let levels: Vec<String> = w
+            .carried_levels
+            .iter()
+            .map(|l| l.concurrency.to_string())
+            .collect();
+        let _ = writeln!(
+            out,
+            "<p class=\"muted carried-note\">Levels {} were not run by this sweep: the charts leave them out; \
+             their figures from earlier sweeps, which the knee and saturation count, are listed below the sample counts.</p>",
+            levels.join(", ")
+        );
+    }
     out.push_str("<div class=\"charts\">\n");
     for chart in charts(w, settings) {
         let _ = writeln!(out, "<figure>{}</figure>", chart.svg());
     }
     out.push_str("</div>\n");
     out.push_str(&counts_table(&w.levels));
+    out.push_str(&carried_table(&w.carried_levels, finished));
+    out
+}
+
+/// The levels carried from earlier sweeps, each with when it was measured
+/// (empty when there are none).
+fn carried_table(levels: &[LevelSummary], finished: f64) -> String {
+    if levels.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "<h3>Carried from earlier sweeps (not measured by this one)</h3>\n\
+         <div class=\"scroll\"><table class=\"carried\">\n<thead><tr><th>concurrency</th><th>measured</th>\
+         <th>requests</th><th>ok</th><th>shed</th><th>errors</th><th>TTFT p95</th><th>latency p95</th>\
+         <th>throughput</th><th>within SLO</th></tr></thead>\n<tbody>\n",
+    );
+    let seconds = |v: Option<f64>| v.map_or("-".to_string(), |v| Unit::Seconds.format(v));
+    for l in levels {
+        let when = match text::carried_age(l, finished) {
+            Some(age) => format!(
+                "carried, measured {age} before this sweep ({})",
+                timestamp(l.measured_at_unix_seconds)
+            ),
+            None => "carried, measured by an earlier sweep".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "<tr class=\"carried{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            if l.within_slo { "" } else { " over" },
+            l.concurrency,
+            escape(&when),
+            l.requests,
+            l.count(crate::stats::sample::Outcome::Ok),
+            l.shed(),
+            text::errors(l),
+            escape(&seconds(l.ttft_seconds.p95)),
+            escape(&seconds(l.latency_seconds.p95)),
+            escape(&Unit::TokensPerSecond.format(l.throughput_tokens_per_second)),
+            if l.within_slo { "yes" } else { "no" },
+        );
+    }
+    out.push_str("</tbody>\n</table></div>\n");
     out
 }
 
@@ -957,5 +1017,49 @@ mod tests {
         let svg = charts[0].svg();
         assert!(svg.contains(">stopped early at 4</text>"), "{svg}");
         assert!(!svg.contains("data-x=\"4\" data-y=\"3\""), "{svg}");
+    }
+
+    #[test]
+    fn carried_levels_are_listed_with_their_age_and_left_out_of_the_charts() {
+        let mut carried = level(2, true);
+        carried.measured_at_unix_seconds = 1_699_999_960.0;
+        carried.throughput_tokens_per_second = 777.0;
+        let w = WorkloadReport {
+            workload: "chat".into(),
+            levels: vec![level(1, true), level(4, false)],
+            skipped_levels: vec![2],
+            carried_levels: vec![carried],
+            capacity: Capacity {
+                knee_concurrency: 2,
+                recommended_max_in_flight: 1,
+                ..Default::default()
+            },
+        };
+        let block = workload_block(&w, None, 1_700_000_000.0);
+        let (_, listed) = block
+            .split_once("<table class=\"carried\">")
+            .unwrap_or_else(|| panic!("no carried table: {block}"));
+        assert!(
+            listed.contains(
+                "<tr class=\"carried\"><td>2</td><td>carried, measured 40 s before this sweep \
+                 (2023-11-14T22:12:40Z)</td>"
+            ),
+            "{listed}"
+        );
+        assert!(listed.contains("<td>777 tok/s</td>"), "{listed}");
+        assert!(block.contains("Levels 2 were not run by this sweep"), "{block}");
+        // Not drawn, not counted among this sweep's samples.
+        assert!(!block.contains("data-x=\"2\""), "{block}");
+        assert!(!block.contains("data-y=\"777\""), "{block}");
+        let (counts, _) = block.split_once("<table class=\"carried\">").unwrap();
+        let (_, counts) = counts.split_once("<table class=\"counts\">").unwrap();
+        assert!(!counts.contains("<td>2</td>"), "{counts}");
+        // Without carried levels, neither the note nor the table.
+        let measured = WorkloadReport {
+            carried_levels: vec![],
+            ..w
+        };
+        let block = workload_block(&measured, None, 1_700_000_000.0);
+        assert!(!block.contains("carried"), "{block}");
     }
 }
