@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use llmprobe::probe::tls::Clients;
 use llmprobe::schedule::endpoint;
-use llmprobe::stats::report::{LevelSummary, SweepReport};
+use llmprobe::stats::report::{FoundIn, LevelSummary, SweepReport};
 use llmprobe::sweep::{NoObserver, SweepEnv};
 use llmprobe::{config, sweep};
 use support::config::write_config;
@@ -559,9 +559,13 @@ async fn warm_up_switches_to_max_tokens_when_max_completion_tokens_is_ignored() 
     assert_eq!(r.output_limit.source, "detected");
     let note = r.output_limit.note.as_deref().unwrap_or("");
     assert!(note.contains("max_completion_tokens"), "{note}");
+    // No warm-up here: the request opening level 1's connection ran away.
+    assert_eq!(r.output_limit.found_in, Some(FoundIn::Pool));
     let table = llmprobe::faces::text::table(std::slice::from_ref(&r));
     assert!(
-        table.contains("output limit sent as `max_tokens`"),
+        table.contains(
+            "output limit sent as `max_tokens` (found by a request opening a level's connections: with"
+        ),
         "{table}"
     );
 }
@@ -631,6 +635,17 @@ async fn a_server_honouring_only_max_tokens_that_answers_the_first_prompt_briefl
     assert_eq!(r.output_limit.source, "detected");
     let note = r.output_limit.note.as_deref().unwrap_or("");
     assert!(note.contains("with `max_completion_tokens`"), "{note}");
+    // The warm-up's brief answer passed: a later one found the field.
+    assert!(
+        matches!(
+            r.output_limit.found_in,
+            Some(FoundIn::Pool | FoundIn::Counted)
+        ),
+        "{:?}",
+        r.output_limit.found_in
+    );
+    let table = llmprobe::faces::text::table(std::slice::from_ref(&r));
+    assert!(!table.contains("found at warm-up"), "{table}");
     for l in levels(&r) {
         assert_eq!(l.outcomes["ok"], 4, "{:?}", l.error_examples);
         assert_eq!(l.outcomes["protocol_error"], 0);

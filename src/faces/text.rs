@@ -690,7 +690,9 @@ mod tests {
             "output limit sent as `max_tokens` (found by a counted answer: with `max_completion_tokens`, 90 tokens)"
         );
         r.output_limit.found_in = Some(FoundIn::WarmUp);
-        assert!(output_limit(&r).unwrap().contains("(found at warm-up: with"));
+        assert!(output_limit(&r)
+            .unwrap()
+            .contains("(found at warm-up: with"));
         r.output_limit.found_in = Some(FoundIn::Pool);
         assert!(output_limit(&r)
             .unwrap()
@@ -702,6 +704,8 @@ mod tests {
             .contains("(found at warm-up 3 sweeps before this one: with"));
         r.output_limit.found_in = None;
         r.output_limit.kept_sweeps = 0;
-        assert!(output_limit(&r).unwrap().contains("(found by an answer: with"));
+        assert!(output_limit(&r)
+            .unwrap()
+            .contains("(found by an answer: with"));
     }
 }

@@ -27,8 +27,7 @@ use crate::stats::evidence::{self, Evidence};
 use crate::stats::level;
 use crate::stats::limit;
 use crate::stats::report::{
-    Basis, Counts, Decision, FoundIn, LevelSummary, SweepKind, SweepReport, Verdict,
-    WorkloadReport,
+    Basis, Counts, Decision, FoundIn, LevelSummary, SweepKind, SweepReport, Verdict, WorkloadReport,
 };
 use crate::stats::sample::{Outcome, ReasoningFields};
 use crate::stats::verdict::{self, Breach, Tally};

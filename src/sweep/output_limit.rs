@@ -347,7 +347,9 @@ mod tests {
         assert_eq!(none_of(only), "`max_tokens` never");
         let mut c = Choice::start_for(only, None, "m", &Setup::default(), None);
         assert_eq!(c.field(), MaxTokensField::MaxTokens);
-        let e = c.unbounded("too long".into(), FoundIn::WarmUp, 4).unwrap_err();
+        let e = c
+            .unbounded("too long".into(), FoundIn::WarmUp, 4)
+            .unwrap_err();
         assert!(
             e.starts_with("nothing bounds the server's output: `max_tokens` never"),
             "{e}"
@@ -445,12 +447,21 @@ mod tests {
             c.unbounded("90 tokens".into(), FoundIn::WarmUp, 8),
             Ok(MaxTokensField::MaxTokens)
         );
-        assert_eq!(c.unbounded("91 tokens".into(), FoundIn::Counted, 8), Ok(MaxTokensField::Both));
+        assert_eq!(
+            c.unbounded("91 tokens".into(), FoundIn::Counted, 8),
+            Ok(MaxTokensField::Both)
+        );
         let r = c.report(5);
         assert_eq!((r.field.as_str(), r.source.as_str()), ("both", "detected"));
-        assert_eq!(r.found_in, Some(FoundIn::Counted), "the last switch's answers");
+        assert_eq!(
+            r.found_in,
+            Some(FoundIn::Counted),
+            "the last switch's answers"
+        );
         assert!(r.note.unwrap().contains("with `max_tokens`, 91 tokens"));
-        let e = c.unbounded("92 tokens".into(), FoundIn::Pool, 8).unwrap_err();
+        let e = c
+            .unbounded("92 tokens".into(), FoundIn::Pool, 8)
+            .unwrap_err();
         assert!(e.starts_with("nothing bounds the server's output"), "{e}");
         assert!(e.contains("with `both`, 92 tokens"), "{e}");
         assert_eq!(c.report(0).source, "unbounded");

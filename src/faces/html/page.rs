@@ -1047,7 +1047,10 @@ mod tests {
             "{listed}"
         );
         assert!(listed.contains("<td>777 tok/s</td>"), "{listed}");
-        assert!(block.contains("Levels 2 were not run by this sweep"), "{block}");
+        assert!(
+            block.contains("Levels 2 were not run by this sweep"),
+            "{block}"
+        );
         // Not drawn, not counted among this sweep's samples.
         assert!(!block.contains("data-x=\"2\""), "{block}");
         assert!(!block.contains("data-y=\"777\""), "{block}");
