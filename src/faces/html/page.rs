@@ -293,11 +293,14 @@ fn workload_block(w: &WorkloadReport, settings: Option<&TargetSettings>, finishe
             .iter()
             .map(|l| l.concurrency.to_string())
             .collect();
+        let (which, them, their) = match levels.as_slice() {
+            [one] => (format!("Level {one} was"), "it", "its"),
+            many => (format!("Levels {} were", many.join(", ")), "them", "their"),
+        };
         let _ = writeln!(
             out,
-            "<p class=\"muted carried-note\">Levels {} were not run by this sweep: the charts leave them out; \
-             their figures from earlier sweeps, which the knee and saturation count, are listed below the sample counts.</p>",
-            levels.join(", ")
+            "<p class=\"muted carried-note\">{which} not run by this sweep: the charts leave {them} out; \
+             {their} figures from earlier sweeps, which the knee and saturation count, are listed below the sample counts.</p>"
         );
     }
     out.push_str("<div class=\"charts\">\n");
@@ -1048,7 +1051,7 @@ mod tests {
         );
         assert!(listed.contains("<td>777 tok/s</td>"), "{listed}");
         assert!(
-            block.contains("Levels 2 were not run by this sweep"),
+            block.contains("Level 2 was not run by this sweep: the charts leave it out"),
             "{block}"
         );
         // Not drawn, not counted among this sweep's samples.
