@@ -117,6 +117,7 @@ fn cases() -> Vec<Case> {
         checks,
     };
     let empty = "data: {\"choices\":[]}\n\n";
+    let role = "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"},\"finish_reason\":null}]}\n\n";
     vec![
         // --- Connections that never carry a response ---
         case(
@@ -245,6 +246,26 @@ fn cases() -> Vec<Case> {
             "2s",
             "protocol_error",
             vec![ExampleContains("no generated content")],
+        ),
+        case(
+            // llama-cpp-python's default `interrupt_requests`: a stream
+            // whose request has another waiting behind it ends with [DONE]
+            // after its role chunk, before any content.
+            "[DONE] after the role chunk is a cut answer, named as such",
+            fixed(format!("{SSE_HEAD}{role}{DONE}")),
+            "2s",
+            "protocol_error",
+            vec![ExampleContains(
+                "[DONE] came before any content and without a finish_reason",
+            )],
+        ),
+        case(
+            // A model whose chat template it does not know stops at once.
+            "a finish_reason before any content is an empty answer",
+            fixed(format!("{SSE_HEAD}{role}{}{DONE}", finish())),
+            "2s",
+            "protocol_error",
+            vec![ExampleContains("an empty answer")],
         ),
         case(
             "empty choices between content chunks are ignored",

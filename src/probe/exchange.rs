@@ -375,6 +375,24 @@ impl StreamState {
         }
     }
 
+    /// Why a stream without generated content failed, told apart by how it
+    /// ended: the operator's fix differs (a model that stops at once is a
+    /// chat template or prompt question; a stream cut before its answer is a
+    /// server setting, llama-cpp-python's default `interrupt_requests` that
+    /// ends a stream with `[DONE]` whenever another request waits).
+    fn why_no_content(&self) -> &'static str {
+        if self.finish_reason_seen {
+            "stream carried no generated content: an empty answer (a finish_reason before any content; \
+             the model stopped at once: its chat template or the prompt?)"
+        } else if self.done {
+            "stream carried no generated content: [DONE] came before any content and without a \
+             finish_reason, so the server cut the answer (llama-cpp-python does this to a stream \
+             whenever another request waits, unless started with `--interrupt_requests False`)"
+        } else {
+            "stream carried no generated content"
+        }
+    }
+
     fn fail(&self, status: u16, msg: String) -> Sample {
         let mut s = Sample::failed(Outcome::ProtocolError, Some(status), msg);
         s.content_chunks = self.content_chunks;
@@ -386,7 +404,7 @@ impl StreamState {
             return self.fail(status, msg.clone());
         }
         let (Some(first), Some(last)) = (self.first, self.last) else {
-            return self.fail(status, "stream carried no generated content".into());
+            return self.fail(status, self.why_no_content().into());
         };
         if !self.done && !self.finish_reason_seen {
             return self.fail(
