@@ -11,6 +11,7 @@
 //! ```text
 //! cargo bench --bench noisy_knee                          # 4 seeds x 30 sweeps
 //! cargo bench --bench noisy_knee -- --sweeps 40 --seeds 5 --profile fail-2%
+//! cargo bench --bench noisy_knee -- --first-seed 17 --seeds 64 --profile fail-15%
 //! ```
 //!
 //! A benchmark, not a test: it prints a table and asserts nothing.
@@ -122,7 +123,7 @@ struct Row {
     failed: usize,
 }
 
-async fn run_profile(p: &Profile, seeds: u64, sweeps: usize) -> Row {
+async fn run_profile(p: &Profile, seeds: std::ops::RangeInclusive<u64>, sweeps: usize) -> Row {
     let dir = std::env::temp_dir().join(format!("llmprobe-noisy-knee-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut row = Row {
@@ -130,7 +131,7 @@ async fn run_profile(p: &Profile, seeds: u64, sweeps: usize) -> Row {
         requests: vec![],
         failed: 0,
     };
-    for seed in 1..=seeds {
+    for seed in seeds {
         let path = dir.join(format!("{}-{seed}.yaml", p.name));
         std::fs::write(&path, config_yaml(p, seed)).unwrap();
         let cfg = config::load(&path).unwrap_or_else(|e| panic!("{e}"));
@@ -243,6 +244,8 @@ fn main() {
     };
     let sweeps: usize = arg("--sweeps").and_then(|s| s.parse().ok()).unwrap_or(30);
     let seeds: u64 = arg("--seeds").and_then(|s| s.parse().ok()).unwrap_or(4);
+    // Another sample of loops than seeds 1..: `--first-seed 17 --seeds 64`.
+    let first: u64 = arg("--first-seed").and_then(|s| s.parse().ok()).unwrap_or(1);
     let only = arg("--profile");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -250,7 +253,7 @@ fn main() {
         .unwrap();
     println!(
         "noisy knee: tiny engine (knee 8), levels 1..16, daemon defaults; \
-         {seeds} seeds x {sweeps} sweeps per profile\n"
+         {seeds} seeds (from {first}) x {sweeps} sweeps per profile\n"
     );
     println!(
         "{:<12} {:>6} {:>10} {:>8} {:>9} {:>8} {:>6} {:>6}  knees",
@@ -262,7 +265,7 @@ fn main() {
             continue;
         }
         let start = Instant::now();
-        let row = rt.block_on(run_profile(p, seeds, sweeps));
+        let row = rt.block_on(run_profile(p, first..=first + seeds - 1, sweeps));
         let req = row.requests.iter().sum::<f64>() / row.requests.len().max(1) as f64;
         // Only the clean profile is the base; run alone, a profile has none.
         if p.name == "clean" {

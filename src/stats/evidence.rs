@@ -49,30 +49,7 @@ pub struct Prior {
     pub window: Vec<Counts>,
     /// The level's last decided verdict (pass or break) on this server, for
     /// a level undecided now; None when it was never decided.
-    pub last_decided: Option<LastDecided>,
-}
-
-/// A level's last decided verdict, and how much evidence it rested on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LastDecided {
-    /// Pass or break.
-    pub decision: Decision,
-    /// The requests that verdict rested on, pooled ones included.
-    pub requests: u64,
-}
-
-impl Prior {
-    /// What a level still undecided after `ceiling` requests counts as: its
-    /// last decided verdict when that rested on at least `ceiling` requests
-    /// (as much as the undecided level may gather), else a break. A pass on
-    /// a loop's first 8 clean requests is no established verdict: on a
-    /// server failing 15% it happens one time in four, and it would hold
-    /// the knee up against later, larger evidence over the limit.
-    pub fn undecided_counts_as(&self, ceiling: u64) -> Decision {
-        self.last_decided
-            .filter(|last| last.requests >= ceiling)
-            .map_or(Decision::Break, |last| last.decision)
-    }
+    pub last_decided: Option<Decision>,
 }
 
 /// One level's pool.
@@ -80,7 +57,7 @@ impl Prior {
 struct Level {
     /// (number of the sweep, its counts).
     sweeps: VecDeque<(u64, Counts)>,
-    last_decided: Option<LastDecided>,
+    last_decided: Option<Decision>,
 }
 
 /// The pool of one target's loop.
@@ -134,10 +111,7 @@ impl Evidence {
                 }
                 level.sweeps.push_back((now, v.counts));
                 if v.decision != Decision::Undecided {
-                    level.last_decided = Some(LastDecided {
-                        decision: v.decision,
-                        requests: v.requests,
-                    });
+                    level.last_decided = Some(v.decision);
                 }
             }
         }
@@ -230,43 +204,6 @@ mod tests {
         e.record(&report("sglang", &[(1, 0, false)]));
         assert_eq!(e.prior(&setup("sglang"), "chat", 1).window.len(), 1);
         assert!(e.prior(&setup("sglang"), "chat", 2).window.is_empty());
-    }
-
-    #[test]
-    fn an_undecided_level_falls_back_only_on_a_verdict_with_enough_evidence() {
-        let prior = |last_decided| Prior {
-            window: vec![],
-            last_decided,
-        };
-        let last = |decision, requests| Some(LastDecided { decision, requests });
-        assert_eq!(prior(None).undecided_counts_as(32), Decision::Break);
-        assert_eq!(
-            prior(last(Decision::Pass, 72)).undecided_counts_as(32),
-            Decision::Pass
-        );
-        assert_eq!(
-            prior(last(Decision::Pass, 32)).undecided_counts_as(32),
-            Decision::Pass
-        );
-        assert_eq!(
-            prior(last(Decision::Pass, 16)).undecided_counts_as(32),
-            Decision::Break,
-            "a pass on 16 requests is not established"
-        );
-        assert_eq!(
-            prior(last(Decision::Break, 72)).undecided_counts_as(32),
-            Decision::Break
-        );
-        // What a recorded sweep leaves: the requests its verdict rested on.
-        let mut e = Evidence::default();
-        let mut r = report("vllm", &[(1, 0, false)]);
-        let v = r.workloads[0].levels[0].verdict.as_mut().unwrap();
-        v.requests = 40;
-        e.record(&r);
-        assert_eq!(
-            e.prior(&setup("vllm"), "chat", 1).last_decided,
-            last(Decision::Pass, 40)
-        );
     }
 
     #[test]

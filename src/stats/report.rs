@@ -137,8 +137,8 @@ pub enum Decision {
     /// Evidence, at the stated confidence, that the level breaks the SLO.
     Break,
     /// Observed over a limit, without that evidence, at the request ceiling:
-    /// the knee counts it as the level's last decided verdict when that
-    /// rested on as much evidence, else as a break ([`Verdict::counted_as`]).
+    /// the knee counts it as the level's last decided verdict, or as a break
+    /// when there is none ([`Verdict::counted_as`]).
     Undecided,
 }
 
@@ -244,8 +244,7 @@ pub struct Verdict {
     /// The confidence of the tests (`verdict_confidence`).
     pub confidence: f64,
     /// What the knee counted: the decision, or for an undecided level the
-    /// last decided verdict of that level on the same server (one that
-    /// rested on at least the ceiling's worth of requests), else a break.
+    /// last decided verdict of that level on the same server, else a break.
     pub counted_as: Decision,
     /// The bounds on the evidence.
     pub lower_bounds: LowerBounds,

@@ -543,10 +543,7 @@ struct Judged {
 /// planned count `n`, then, while the verdict (pooled with what earlier
 /// sweeps saw, `prior`) is undecided, `n` more, up to the target's
 /// `verdict_ceiling` times `n`. Still undecided, the level counts as it was
-/// last decided on this server when that verdict rested on at least the
-/// ceiling's worth of requests, else as a break: a pass on 8 clean requests
-/// of a 15%-error server is no established verdict to fall back on, while
-/// one on a full pool is.
+/// last decided on this server, or as a break when it never was.
 async fn judge_level(
     run: &closed_loop::Run,
     target: &Target,
@@ -589,7 +586,7 @@ async fn judge_level(
             });
         }
         if verdict.decision == Decision::Undecided && !verdict.change_seen {
-            verdict.counted_as = prior.undecided_counts_as(ceiling);
+            verdict.counted_as = prior.last_decided.unwrap_or(Decision::Break);
         }
         let more = verdict.decision == Decision::Undecided
             && planned < ceiling
@@ -661,7 +658,7 @@ fn evidence_text(v: &Verdict) -> String {
     match v.decision {
         Decision::Undecided => format!(
             "undecided: {by} over its limit but not at {confidence}% confidence after {} requests{pooled} \
-             (verdict_ceiling reached; counted as a break: never decided here on as many requests, or the server changed)",
+             (verdict_ceiling reached; counted as a break: never decided here, or the server changed)",
             v.requests
         ),
         _ => format!("{by} decided at {confidence}% confidence on {} requests{pooled}", v.requests),
