@@ -245,7 +245,9 @@ fn main() {
     let sweeps: usize = arg("--sweeps").and_then(|s| s.parse().ok()).unwrap_or(30);
     let seeds: u64 = arg("--seeds").and_then(|s| s.parse().ok()).unwrap_or(4);
     // Another sample of loops than seeds 1..: `--first-seed 17 --seeds 64`.
-    let first: u64 = arg("--first-seed").and_then(|s| s.parse().ok()).unwrap_or(1);
+    let first: u64 = arg("--first-seed")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
     let only = arg("--profile");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::stats::report::{
-    Capacity, Decision, FoundIn, LevelRole, LevelSummary, OutputLimit, PairReport, SweepKind,
-    SweepReport, WorkloadReport,
+    Basis, Capacity, Decision, FoundIn, LevelRole, LevelSummary, OutputLimit, PairReport,
+    SweepKind, SweepReport, WorkloadReport,
 };
 use crate::stats::sample::Outcome;
 
@@ -381,8 +381,23 @@ fn verdicts(w: &WorkloadReport) -> Option<String> {
                 0 => String::new(),
                 n => format!(", {n} earlier sweeps pooled"),
             };
+            // The p95 test counts latencies over the limit; the table's
+            // p95 interpolates, so the two can sit either side of it.
+            let slow = match v.decided_by {
+                Some(Basis::P95Latency) => format!(
+                    ", {} of {} latencies over the p95 limit{}",
+                    v.counts.slow,
+                    v.counts.timed,
+                    if v.pooled_sweeps > 0 {
+                        " in this sweep"
+                    } else {
+                        ""
+                    }
+                ),
+                _ => String::new(),
+            };
             Some(format!(
-                "{} {}{by} ({} requests{pooled})",
+                "{} {}{by} ({} requests{pooled}{slow})",
                 l.concurrency,
                 v.decision.as_str(),
                 v.requests
@@ -605,6 +620,38 @@ mod tests {
             measured_at_unix_seconds: at,
             ..LevelSummary::default()
         }
+    }
+
+    #[test]
+    fn a_latency_verdict_says_how_many_latencies_were_over_the_limit() {
+        use crate::stats::report::{Counts, Verdict};
+        let mut l = level(8, 1_000.0, false);
+        l.verdict = Some(Verdict {
+            decision: Decision::Undecided,
+            decided_by: Some(Basis::P95Latency),
+            requests: 32,
+            confidence: 0.95,
+            counts: Counts {
+                ended: 32,
+                ok: 32,
+                timed: 32,
+                slow: 2,
+                ..Counts::default()
+            },
+            ..Verdict::default()
+        });
+        let w = WorkloadReport {
+            workload: "chat".into(),
+            levels: vec![l],
+            skipped_levels: vec![],
+            carried_levels: vec![],
+            capacity: crate::stats::knee::capacity(&[], 0.9, None),
+        };
+        assert_eq!(
+            verdicts(&w).unwrap(),
+            "verdicts at 95% confidence: 8 undecided by p95 latency \
+             (32 requests, 2 of 32 latencies over the p95 limit)"
+        );
     }
 
     fn warm_report() -> SweepReport {
