@@ -16,6 +16,9 @@
 //!
 //! A benchmark, not a test: it prints a table and asserts nothing.
 
+#[path = "common/args.rs"]
+mod args;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -288,14 +291,8 @@ fn knees(k: &[u32]) -> String {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let arg = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1).cloned())
-    };
-    let sweeps: usize = arg("--sweeps").and_then(|s| s.parse().ok()).unwrap_or(12);
-    let only = arg("--profile");
+    let sweeps: usize = args::parsed("--sweeps", 12);
+    let only = args::value("--profile");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

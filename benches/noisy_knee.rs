@@ -16,6 +16,9 @@
 //!
 //! A benchmark, not a test: it prints a table and asserts nothing.
 
+#[path = "common/args.rs"]
+mod args;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -236,19 +239,11 @@ fn knees(k: &[u32]) -> String {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let arg = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1).cloned())
-    };
-    let sweeps: usize = arg("--sweeps").and_then(|s| s.parse().ok()).unwrap_or(30);
-    let seeds: u64 = arg("--seeds").and_then(|s| s.parse().ok()).unwrap_or(4);
+    let sweeps: usize = args::parsed("--sweeps", 30);
+    let seeds: u64 = args::parsed("--seeds", 4);
     // Another sample of loops than seeds 1..: `--first-seed 17 --seeds 64`.
-    let first: u64 = arg("--first-seed")
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1);
-    let only = arg("--profile");
+    let first: u64 = args::parsed("--first-seed", 1);
+    let only = args::value("--profile");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

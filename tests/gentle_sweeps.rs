@@ -162,13 +162,10 @@ async fn refinement_finds_a_knee_between_powers_of_two() {
     assert_eq!(coarse.capacity.knee_concurrency, 8);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_daemon_warm_starts_and_says_so() {
-    // Knee 8: a warm sweep runs level 1, skips 2 and 4 (up to half the
-    // knee), then 8 and 16. One sweep in three climbs in full. Two
-    // sequences per batch: 2, 4 and 8 in flight give the same throughput,
-    // twice that of 1.
-    let yaml = Yaml {
+/// The `tiny` engine (knee 8) with two sequences per batch, one full
+/// sweep in three: a warm sweep runs 1, 8 and 16 and carries 2 and 4.
+fn warm_start_yaml() -> String {
+    Yaml {
         warmup_requests: 1,
         levels: "[1, 2, 4, 8, 16]",
         requests_per_level: "2x",
@@ -179,7 +176,16 @@ async fn the_daemon_warm_starts_and_says_so() {
         rest: "targets:\n  - name: sim\n    simulator: { profile: tiny, max_batch: 2 }",
         ..Yaml::default()
     }
-    .render();
+    .render()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_warm_starts_and_says_so() {
+    // Knee 8: a warm sweep runs level 1, skips 2 and 4 (up to half the
+    // knee), then 8 and 16. One sweep in three climbs in full. Two
+    // sequences per batch: 2, 4 and 8 in flight give the same throughput,
+    // twice that of 1.
+    let yaml = warm_start_yaml();
     let d = Daemon::start(write_config(&yaml)).await;
     let kind = |text: &str, kind: &str| {
         metric_sum(
@@ -289,18 +295,7 @@ async fn the_daemon_warm_starts_and_says_so() {
 async fn a_warm_sweeps_page_shows_the_levels_it_carried_apart_and_dated() {
     // As above: knee 8, so a warm sweep runs 1, 8 and 16 and carries the
     // full sweep's 2 and 4.
-    let yaml = Yaml {
-        warmup_requests: 1,
-        levels: "[1, 2, 4, 8, 16]",
-        requests_per_level: "2x",
-        min_requests_per_level: 4,
-        slo: Some("{ p95_latency: 5s }"),
-        more_defaults: "  full_sweep_every: 3\n  refine_resolution: off",
-        max_completion_tokens: 8,
-        rest: "targets:\n  - name: sim\n    simulator: { profile: tiny, max_batch: 2 }",
-        ..Yaml::default()
-    }
-    .render();
+    let yaml = warm_start_yaml();
     let d = Daemon::start(write_config(&yaml)).await;
     // The page shows the latest sweep: wait until that is a warm one.
     let page = support::wait::poll("a warm sweep's page", Duration::from_secs(90), || async {

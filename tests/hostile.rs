@@ -82,6 +82,17 @@ async fn ok_sweeps(daemon: &Running, auth: Option<(&str, &str)>) -> Result<f64, 
     ))
 }
 
+/// Waits for the first successful sweep; returns the count then.
+async fn first_sweep(daemon: &Running, auth: Option<(&str, &str)>) -> f64 {
+    wait::poll("a first sweep", Duration::from_secs(60), || async {
+        match ok_sweeps(daemon, auth).await {
+            Ok(n) if n >= 1.0 => Ok(n),
+            other => Err(format!("{other:?}\n{}", daemon.process.tail())),
+        }
+    })
+    .await
+}
+
 /// Waits for two more successful sweeps than `before`, and for /healthz to
 /// answer, while whatever the caller started keeps going.
 async fn sweeps_go_on(daemon: &Running, auth: Option<(&str, &str)>, before: f64) {
@@ -121,13 +132,7 @@ async fn a_flood_of_wrong_passwords_does_not_stop_the_measurements() {
     let daemon = start_limited(&path, 1024);
     daemon.ready(Duration::from_secs(60)).await;
     let auth = Some(("prom", "right"));
-    let before = wait::poll("a first sweep", Duration::from_secs(60), || async {
-        match ok_sweeps(&daemon, auth).await {
-            Ok(n) if n >= 1.0 => Ok(n),
-            other => Err(format!("{other:?}\n{}", daemon.process.tail())),
-        }
-    })
-    .await;
+    let before = first_sweep(&daemon, auth).await;
 
     // Eight clients looping wrong passwords, for a known user and an unknown one.
     let stop = tokio_util::sync::CancellationToken::new();
@@ -198,13 +203,7 @@ async fn idle_connections_beyond_the_descriptor_limit_do_not_stop_the_measuremen
     std::fs::write(&path, simulated("")).unwrap();
     let daemon = start_limited(&path, 512);
     daemon.ready(Duration::from_secs(60)).await;
-    let before = wait::poll("a first sweep", Duration::from_secs(60), || async {
-        match ok_sweeps(&daemon, None).await {
-            Ok(n) if n >= 1.0 => Ok(n),
-            other => Err(format!("{other:?}\n{}", daemon.process.tail())),
-        }
-    })
-    .await;
+    let before = first_sweep(&daemon, None).await;
 
     // 1,100 connections that send nothing: more than the daemon's 512
     // descriptors. Kept open until the end.
@@ -325,13 +324,7 @@ async fn a_bad_reload_keeps_the_running_config(
     std::fs::write(dir.join("prompts.jsonl"), "hello\n").unwrap();
     let daemon = Running::start(&path, &[]);
     daemon.ready(Duration::from_secs(60)).await;
-    let before = wait::poll("a first sweep", Duration::from_secs(60), || async {
-        match ok_sweeps(&daemon, None).await {
-            Ok(n) if n >= 1.0 => Ok(n),
-            other => Err(format!("{other:?}\n{}", daemon.process.tail())),
-        }
-    })
-    .await;
+    let before = first_sweep(&daemon, None).await;
     spoil(&path);
     hup(&daemon);
     wait::poll("the reload to fail", Duration::from_secs(60), || async {
