@@ -511,18 +511,24 @@ async fn a_stream_cut_off_says_after_how_many_chunks() {
 
 // --- The output-limit field --------------------------------------------------
 
+/// The JSON body of a POST (what is not JSON reads as null); any other
+/// request gets a 404 and None.
+async fn posted_json(c: &mut raw::Conn) -> Option<serde_json::Value> {
+    let (head, body) = c.read_request_and_body().await?;
+    if !head.starts_with("POST") {
+        c.write(raw::response("404 Not Found", &[], "")).await;
+        return None;
+    }
+    Some(serde_json::from_slice(&body).unwrap_or_default())
+}
+
 /// A server like llama-cpp-python: it honours `max_tokens` only; without it
 /// it generates until its context (40 tokens) is full and the stream breaks.
 async fn ignores_max_completion_tokens(honours_max_tokens: bool) -> raw::RawServer {
     raw::start(move |mut c| async move {
-        let Some((head, body)) = c.read_request_and_body().await else {
+        let Some(body) = posted_json(&mut c).await else {
             return;
         };
-        if !head.starts_with("POST") {
-            c.write(raw::response("404 Not Found", &[], "")).await;
-            return;
-        }
-        let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
         match body["max_tokens"].as_u64() {
             Some(n) if honours_max_tokens => {
                 let mut s = SSE_HEAD.to_string();
@@ -607,14 +613,9 @@ async fn a_server_honouring_only_max_tokens_that_answers_the_first_prompt_briefl
     // Without `max_tokens` the brief prompt still ends after 2 tokens (the
     // warm-up sees nothing wrong); the other runs until its context is full.
     let s = raw::start(|mut c| async move {
-        let Some((head, body)) = c.read_request_and_body().await else {
+        let Some(body) = posted_json(&mut c).await else {
             return;
         };
-        if !head.starts_with("POST") {
-            c.write(raw::response("404 Not Found", &[], "")).await;
-            return;
-        }
-        let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
         if let Some(n) = body["max_tokens"].as_u64() {
             c.write(honoured(n)).await;
         } else if body.to_string().contains("brief") {
@@ -657,14 +658,9 @@ async fn a_server_honouring_only_max_tokens_that_answers_the_first_prompt_briefl
 async fn a_422_naming_max_completion_tokens_switches_to_max_tokens() {
     // FastAPI/pydantic: an unknown field is a 422 that names it in `loc`.
     let s = raw::start(|mut c| async move {
-        let Some((head, body)) = c.read_request_and_body().await else {
+        let Some(body) = posted_json(&mut c).await else {
             return;
         };
-        if !head.starts_with("POST") {
-            c.write(raw::response("404 Not Found", &[], "")).await;
-            return;
-        }
-        let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
         if body.get("max_completion_tokens").is_some() {
             let detail = r#"{"detail":[{"type":"extra_forbidden","loc":["body","max_completion_tokens"],"msg":"Extra inputs are not permitted","input":8}]}"#;
             let headers = [("content-type", "application/json")];
