@@ -502,6 +502,10 @@ pub struct Capacity {
     /// What binds at the knee (None only in documents written before it).
     #[serde(default)]
     pub limit: Option<Limit>,
+    /// The highest open-loop arrival rate within the SLO (None: not
+    /// searched, in this sweep or a recent one).
+    #[serde(default)]
+    pub sustained: Option<crate::stats::sustained::Sustained>,
 }
 
 /// Which request field carried the output limit, and how it was chosen.
