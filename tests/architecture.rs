@@ -1,6 +1,6 @@
 //! The layers of ARCHITECTURE.md, checked: the sources are parsed (`syn`),
 //! every path they name (`use` trees, `super::`, `self::`, code, macro
-//! bodies) resolved to the file that defines it, and the use graph held to
+//! bodies, attributes' tokens) resolved to the file that defines it, and the use graph held to
 //! the layer table ARCHITECTURE.md carries, with no circle between the files
 //! or folders of any folder. Test modules (`#[cfg(test)] mod`) are left out.
 
@@ -52,6 +52,8 @@ fn a_tree_that_breaks_the_rules_fails_naming_its_files() {
         "src/low/deep.rs uses src/high/mod.rs",
         // A path only a macro's tokens hold.
         "src/low/mod.rs uses src/pair/x.rs",
+        // A path only an attribute's tokens hold.
+        "src/low/attr.rs uses src/high/mod.rs",
         // Folders in a circle: high/ uses low/ as allowed, low/deep.rs back.
         "circle in src/: high/, low/",
         // Three files: a grouped `use super::{b::{..}}`, an inline
@@ -73,6 +75,18 @@ fn a_tree_that_breaks_the_rules_fails_naming_its_files() {
         "a.rs -> b.rs -> c.rs -> a.rs (src/ring/a.rs uses src/ring/b.rs; \
          src/ring/b.rs uses src/ring/c.rs; src/ring/c.rs uses src/ring/a.rs)"
     );
+}
+
+#[test]
+fn a_forbidden_use_inside_an_attribute_fails() {
+    // `#[command(version = crate::high::VERSION)]` in low/: the tokens of
+    // any attribute are read, not only serde's.
+    let findings = layers::check(&repo().join("testdata/layers/bad"));
+    let attr = findings
+        .iter()
+        .find(|f| f.key == "src/low/attr.rs uses src/high/mod.rs")
+        .unwrap_or_else(|| panic!("no finding for the attribute's use: {findings:#?}"));
+    assert!(attr.detail.contains("high/"), "{}", attr.detail);
 }
 
 #[test]
