@@ -18,9 +18,8 @@ use crate::config::Target;
 use crate::metrics::exposition::Source;
 use crate::metrics::locks::{read, write};
 use crate::metrics::names::{self, quantity, stat, Spec};
-use crate::stats::report::{
-    Basis, LevelRole, PairReport, Percentiles, Setup, SweepReport, Verdict,
-};
+use crate::stats::quantity::{Quantity, Reading};
+use crate::stats::report::{Basis, LevelRole, PairReport, Setup, SweepReport, Verdict};
 use crate::stats::sample::Outcome;
 
 /// The first label of `llmprobe_target_info`, never taken from a target's labels.
@@ -81,7 +80,7 @@ pub(super) struct Results {
 /// Checks the names and label names of every result family, as registering
 /// them would (they are rendered apart from the registry).
 pub(super) fn check_names() -> Result<(), prometheus::Error> {
-    for spec in names::RESULT_FAMILIES {
+    for spec in &names::RESULT_FAMILIES {
         Desc::new(
             spec.name.to_string(),
             spec.help.to_string(),
@@ -275,65 +274,25 @@ fn write_results(out: &mut PieceWriter, report: &SweepReport) {
                 report.finished_at_unix_seconds
             };
             out.add(&names::SWEEP_LEVEL_MEASURED, &[t, m, w, c], measured_at);
-            let quantities: [(&Spec, &str, &Percentiles); 6] = [
-                (&names::SWEEP_TTFT, quantity::TTFT, &level.ttft_seconds),
-                (
-                    &names::SWEEP_ANSWER_TTFT,
-                    quantity::ANSWER_TTFT,
-                    &level.answer_ttft_seconds,
-                ),
-                (
-                    &names::SWEEP_LATENCY,
-                    quantity::LATENCY,
-                    &level.latency_seconds,
-                ),
-                (
-                    &names::SWEEP_ITL,
-                    quantity::INTER_TOKEN_LATENCY,
-                    &level.inter_token_latency_seconds,
-                ),
-                (
-                    &names::SWEEP_GENERATION,
-                    quantity::GENERATION_SPEED,
-                    &level.generation_tokens_per_second,
-                ),
-                (
-                    &names::SWEEP_CONNECT,
-                    quantity::CONNECT,
-                    &level.connect_seconds,
-                ),
-            ];
-            for (spec, quantity, p) in quantities {
-                for (percentile, value) in names::percentiles(p) {
-                    if let Some(v) = value {
-                        out.add(spec, &[t, m, w, c, percentile], v);
+            for (spec, q) in names::RESULT_FAMILIES.iter().zip(Quantity::ALL) {
+                match q.read(level) {
+                    Reading::Percentiles(p) => {
+                        for (percentile, value) in names::percentiles(p) {
+                            if let Some(v) = value {
+                                out.add(spec, &[t, m, w, c, percentile], v);
+                            }
+                        }
+                        let label = q.spec().label;
+                        out.add(&names::SWEEP_SAMPLES, &[t, m, w, c, label], p.count as f64);
                     }
+                    Reading::Value(Some(v)) => out.add(spec, &[t, m, w, c], v),
+                    Reading::Value(None) => {}
                 }
-                out.add(
-                    &names::SWEEP_SAMPLES,
-                    &[t, m, w, c, quantity],
-                    p.count as f64,
-                );
-            }
-            // A level stopped early completed too few requests for
-            // its throughput to mean anything: left out, as a
-            // percentile without samples is.
-            if level.stopped_early.is_none() {
-                out.add(
-                    &names::SWEEP_THROUGHPUT,
-                    &[t, m, w, c],
-                    level.throughput_tokens_per_second,
-                );
             }
             out.add(
                 &names::SWEEP_REASONING_TOKENS,
                 &[t, m, w, c],
                 level.reasoning_tokens as f64,
-            );
-            out.add(
-                &names::SWEEP_ACHIEVED,
-                &[t, m, w, c],
-                level.achieved_concurrency,
             );
             out.add(
                 &names::SWEEP_NEW_CONNECTIONS,
@@ -594,7 +553,7 @@ impl Source for ResultsSource {
                     continue;
                 }
                 if !self.header_written {
-                    family_header(out, names::RESULT_FAMILIES[f], "gauge");
+                    family_header(out, &names::RESULT_FAMILIES[f], "gauge");
                     self.header_written = true;
                 }
                 out.push_str(lines);

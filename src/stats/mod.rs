@@ -9,6 +9,7 @@ pub mod knee;
 pub mod level;
 pub mod limit;
 pub mod overhead;
+pub mod quantity;
 pub mod report;
 pub mod sample;
 pub mod server;
