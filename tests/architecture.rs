@@ -132,3 +132,55 @@ fn the_layer_table_is_read_as_written() {
         .unwrap();
     assert!(err.contains("`anything`, `nothing`"), "{err}");
 }
+
+/// Every `.rs` file under `dir`, as a path relative to `src`.
+fn source_files(src: &Path, dir: &Path, out: &mut Vec<String>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            source_files(src, &path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let rel = path.strip_prefix(src).unwrap();
+            out.push(rel.to_string_lossy().replace('\\', "/"));
+        }
+    }
+}
+
+#[test]
+fn the_diagram_names_every_source_file() {
+    // A folder's mod.rs is named by its folder; every other file by name,
+    // in the diagram of ARCHITECTURE.md, so that a newcomer finds it there.
+    let architecture = std::fs::read_to_string(repo().join("ARCHITECTURE.md")).unwrap();
+    let diagram = architecture
+        .split("```")
+        .nth(1)
+        .expect("a diagram between ``` fences");
+    let named = |name: &str| {
+        diagram.match_indices(name).any(|(i, _)| {
+            let before = diagram[..i].chars().next_back();
+            !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+        })
+    };
+    let mut files = Vec::new();
+    let src = repo().join("src");
+    source_files(&src, &src, &mut files);
+    let missing: Vec<&String> = files
+        .iter()
+        .filter(|f| {
+            let name = f.rsplit('/').next().unwrap_or(f);
+            let shown = if name == "mod.rs" {
+                f.trim_end_matches("mod.rs")
+                    .rsplit('/')
+                    .nth(1)
+                    .unwrap_or("")
+            } else {
+                name
+            };
+            !named(shown)
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "not in ARCHITECTURE.md's diagram: {missing:?}"
+    );
+}
