@@ -2,7 +2,8 @@
 //! listed beside the standard ones, receives what the daemon's loops
 //! measured (through the real `Scheduler`, against the built-in simulator):
 //! every measured request, every finished level, the round, and that its
-//! target left the configuration.
+//! target left the configuration. A sink rebuilt because its settings
+//! changed takes the running loops' next rounds, no loop restarted.
 
 mod support;
 
@@ -10,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use llmprobe::config::{Schedule, Target, Workload};
+use llmprobe::config::{LogSink, Schedule, SinkSettings, Target, Workload};
 use llmprobe::metrics::Metrics;
 use llmprobe::probe::tls::Clients;
 use llmprobe::schedule::Scheduler;
@@ -165,5 +166,101 @@ async fn a_sink_of_its_own_receives_every_round_and_the_forget() {
     scheduler.apply(&other);
     wait_until("forget", &recorder, |l| l.iter().any(|l| l == "forget sim")).await;
     assert!(!statuses.read().unwrap().contains_key("sim"));
+    scheduler.shutdown(Duration::from_secs(5)).await;
+}
+
+/// Log output, shared with the subscriber.
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logs {
+    fn count(&self, needle: &str) -> usize {
+        String::from_utf8_lossy(&self.0.lock().unwrap())
+            .matches(needle)
+            .count()
+    }
+}
+
+fn sweeps(rec: &Recorder) -> usize {
+    rec.lines()
+        .iter()
+        .filter(|l| l.starts_with("sweep"))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sink_rebuilt_on_reload_takes_the_running_loops_next_rounds() {
+    // The only test in this binary that installs a subscriber (global,
+    // because the loops run on the runtime's worker threads).
+    let logs = Logs::default();
+    let writer = logs.clone();
+    tracing_subscriber::fmt()
+        .with_env_filter("llmprobe=info")
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .init();
+    let yaml = support::config::Yaml {
+        levels: "[1, 2]",
+        requests_per_level: "1x",
+        min_requests_per_level: 4,
+        rest: "targets:\n  - name: sim\n    simulator: { profile: tiny }",
+        ..Default::default()
+    }
+    .render();
+    let config = support::config::load(&yaml);
+    let metrics = Arc::new(Metrics::on_own_registry().unwrap());
+    let shared = Shared {
+        metrics: metrics.clone(),
+        statuses: Default::default(),
+    };
+    let recorder = Arc::new(Recorder::default());
+    let sinks = Sinks::standard(&config.sinks, shared).with(recorder.clone());
+    let clients = Clients::of(&config).unwrap();
+    let mut scheduler = Scheduler::new(sinks.clone(), metrics, clients);
+    scheduler.apply(&config);
+    wait_until("sweep", &recorder, |l| {
+        l.iter().any(|l| l.starts_with("sweep"))
+    })
+    .await;
+    assert!(logs.count("sweep finished") >= 1);
+
+    // Only the log's settings change: it alone is rebuilt, off.
+    let quiet = SinkSettings {
+        log: LogSink { rounds: false },
+    };
+    assert_eq!(sinks.configure(&quiet), ["log"]);
+    // A round handed out before the change may still be logged; every
+    // round after the next one goes to the rebuilt sinks.
+    let k = sweeps(&recorder);
+    wait_until("next sweep", &recorder, |_| sweeps(&recorder) > k).await;
+    let logged = logs.count("sweep finished");
+    wait_until("two more sweeps", &recorder, |_| sweeps(&recorder) > k + 2).await;
+    assert_eq!(logs.count("sweep finished"), logged, "the log sink is off");
+
+    // Back on: a new log sink hears the loop's next rounds.
+    assert_eq!(sinks.configure(&SinkSettings::default()), ["log"]);
+    let k = sweeps(&recorder);
+    wait_until("sweeps logged again", &recorder, |_| {
+        sweeps(&recorder) > k + 1 && logs.count("sweep finished") > logged
+    })
+    .await;
+    // The loop was never restarted: configured and started once.
+    let lines = recorder.lines();
+    assert_eq!(
+        lines.iter().filter(|l| l.starts_with("configured")).count(),
+        1
+    );
+    assert_eq!(lines.iter().filter(|l| l.starts_with("started")).count(), 1);
+    assert_eq!(logs.count("sink rebuilt"), 2);
     scheduler.shutdown(Duration::from_secs(5)).await;
 }
