@@ -184,3 +184,34 @@ fn the_diagram_names_every_source_file() {
         "not in ARCHITECTURE.md's diagram: {missing:?}"
     );
 }
+
+#[test]
+fn results_reach_metrics_only_through_the_prometheus_sink() {
+    // `Metrics`'s methods that take results; its daemon-state ones
+    // (postponed sweeps, requests in flight, reloads, the fleet) are called
+    // where that state changes.
+    const RESULT_METHODS: [&str; 6] = [
+        ".observe_request(",
+        ".publish_sweep(",
+        ".publish_pair(",
+        ".describe_target(",
+        ".set_target_limits(",
+        ".set_target_info(",
+    ];
+    let src = repo().join("src");
+    let mut files = Vec::new();
+    source_files(&src, &src, &mut files);
+    let callers: Vec<String> = files
+        .iter()
+        .filter(|f| !f.starts_with("metrics/") && *f != "sinks/prometheus.rs")
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(src.join(f)).unwrap();
+            RESULT_METHODS
+                .iter()
+                .filter(|m| text.contains(*m))
+                .map(|m| format!("{f} calls {m}"))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(callers.is_empty(), "{callers:#?}");
+}
