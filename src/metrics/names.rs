@@ -483,10 +483,10 @@ const fn quantity_family(q: Quantity) -> Spec {
     Spec {
         name: spec.metric,
         help: spec.help,
-        labels: if spec.table.is_empty() {
-            LEVEL
-        } else {
+        labels: if q.has_percentiles() {
             LEVEL_PERCENTILE
+        } else {
+            LEVEL
         },
     }
 }

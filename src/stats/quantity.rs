@@ -102,7 +102,8 @@ pub struct QuantitySpec {
     pub json: &'static str,
     /// Its table heading; `{p}` stands for the percentile's number.
     pub heading: &'static str,
-    /// The percentiles the table shows (a single figure is always shown).
+    /// The percentiles the table shows: at least one for a quantity read
+    /// as percentiles, none for a single figure (always shown).
     pub table: &'static [Percentile],
     /// Its HTML chart's title.
     pub title: &'static str,
@@ -287,9 +288,11 @@ impl Quantity {
         (self.spec().read)(level)
     }
 
-    /// Whether it is read as percentiles (else as one figure).
-    pub fn has_percentiles(self) -> bool {
-        matches!(self.read(&LevelSummary::default()), Reading::Percentiles(_))
+    /// Whether it is read as percentiles (else as one figure): a quantity
+    /// read as percentiles shows some in the table, a single figure none
+    /// (a unit test holds the two to the reader).
+    pub const fn has_percentiles(self) -> bool {
+        !self.spec().table.is_empty()
     }
 
     /// Its table headings: one per percentile shown, or its one figure's.
@@ -358,6 +361,8 @@ mod tests {
         for q in Quantity::ALL {
             let spec = q.spec();
             assert!(spec.metric.starts_with("llmprobe_sweep_"), "{q:?}");
+            let read_as_percentiles = matches!(q.read(&level), Reading::Percentiles(_));
+            assert_eq!(q.has_percentiles(), read_as_percentiles, "{q:?}");
             if q.has_percentiles() {
                 // A percentile quantity shows at least one in each face.
                 assert!(!spec.table.is_empty() && !spec.chart.is_empty(), "{q:?}");
