@@ -103,8 +103,12 @@ pub async fn run(
     };
     let http = exposure.serve(listener, state, shutdown.clone());
 
-    let sinks = Sinks::standard(&metrics, &statuses);
-    let mut scheduler = Scheduler::new(sinks, metrics.clone(), clients);
+    let shared = sinks::Shared {
+        metrics: metrics.clone(),
+        statuses: statuses.clone(),
+    };
+    let sinks = Sinks::standard(&config.sinks, shared);
+    let mut scheduler = Scheduler::new(sinks.clone(), metrics.clone(), clients);
     let mut fleet = Fleet::new();
     fleet.configure_later(&config);
     // The discovery files are read off this loop, as every later read.
@@ -136,10 +140,10 @@ pub async fn run(
         tokio::select! {
             _ = shutdown.cancelled() => break,
             Some(signals::Signal::Reload) = reload.recv() => {
-                let _ = reload_config(path, &mut current, &mut scheduler, &mut fleet, &metrics, &shutdown).await;
+                let _ = reload_config(path, &mut current, &mut scheduler, &sinks, &mut fleet, &metrics, &shutdown).await;
             }
             Some(Control::Reload { reply }) = control_rx.recv() => {
-                let _ = reply.send(reload_config(path, &mut current, &mut scheduler, &mut fleet, &metrics, &shutdown).await);
+                let _ = reply.send(reload_config(path, &mut current, &mut scheduler, &sinks, &mut fleet, &metrics, &shutdown).await);
             }
             _ = tokio::time::sleep_until(fleet.next_refresh()), if reading.is_none() => {
                 reading = fleet.begin_read().map(|read| tokio::task::spawn_blocking(move || read.run()));
@@ -202,6 +206,7 @@ async fn reload_config(
     path: &Path,
     current: &mut Config,
     scheduler: &mut Scheduler,
+    sinks: &Sinks,
     fleet: &mut Fleet,
     metrics: &Metrics,
     shutdown: &CancellationToken,
@@ -222,6 +227,9 @@ async fn reload_config(
             if new.listen != current.listen {
                 tracing::warn!(listen = %new.listen, "`listen` changes take effect only after a restart");
             }
+            // Only the sinks whose settings changed are rebuilt; the
+            // loops see them at their next event.
+            sinks.configure(&new.sinks);
             // The discovery files are read again off the loop, at once.
             fleet.configure_later(&new);
             scheduler.set_clients(clients);

@@ -137,6 +137,7 @@ pub fn resolve_with(
             targets,
             gateway_pairs,
             web,
+            sinks: file.sinks.clone(),
             fleet,
         })
     } else {

@@ -440,6 +440,7 @@ async fn run_workload(
         }
         settle = summary.stopped_early.is_some();
         ladder.record(concurrency, summary.within_slo && summary.kept_concurrency);
+        env.observer.level_finished(&target, &workload, &summary);
         levels.push(summary);
     }
     levels.sort_by_key(|l| l.concurrency);
