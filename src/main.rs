@@ -44,6 +44,7 @@ fn main() -> ExitCode {
             | Some(Command::GenerateDocs { .. })
     );
     init_tracing(cli.log_format, if quiet { "warn" } else { "info" });
+    llmprobe::log_writer::redact_panics();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
