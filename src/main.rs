@@ -64,6 +64,21 @@ fn main() -> ExitCode {
     }
 }
 
+/// Says on standard error which proxy each swept target goes through, when
+/// the environment sets any proxy variable (or a target asks for them).
+fn say_proxies(config: &config::Config, names: &[String]) {
+    let proxies = config::proxy::ProxyVariables::from_env();
+    let chosen = config
+        .targets
+        .iter()
+        .filter(|t| names.is_empty() || names.contains(&t.name));
+    for t in chosen {
+        if proxies.any() || t.proxy == config::proxy::ProxyMode::Environment {
+            eprintln!("{}: proxy {}", t.name, explain::proxy_line(t, &proxies));
+        }
+    }
+}
+
 /// Writes `text` to `output`, or to standard output when there is none.
 fn emit(text: &str, output: Option<&Path>) -> anyhow::Result<()> {
     match output {
@@ -113,6 +128,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::FAILURE);
                 }
             };
+            say_proxies(&config, &targets);
             let show_progress = progress::wanted();
             let observer: Arc<dyn Observer> = if show_progress {
                 Arc::new(Progress)

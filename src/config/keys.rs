@@ -136,6 +136,12 @@ macro_rules! per_target_keys {
             server_metrics_period: std::time::Duration => std::time::Duration
                 = rule(|v| v.unwrap_or(Duration::from_millis(250)))
                 .check(|d| at_least(*d, Duration::from_millis(50))),
+            /// Whether requests may go through a proxy: `off` (the default:
+            /// `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` are ignored) or
+            /// `environment` (they apply, with `NO_PROXY`; loopback and the
+            /// built-in engine are never proxied).
+            proxy: $crate::config::proxy::ProxyMode => $crate::config::proxy::ProxyMode
+                = rule(|v| v.unwrap_or_default()),
         ] }
     };
 }
@@ -476,6 +482,7 @@ impl Merge for std::path::PathBuf {}
 impl Merge for bool {}
 impl Merge for String {}
 impl Merge for Resolution {}
+impl Merge for super::proxy::ProxyMode {}
 
 impl Merge for SloFile {
     fn merge(near: Option<&Self>, far: Option<&Self>) -> Option<Self> {

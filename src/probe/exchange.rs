@@ -121,6 +121,7 @@ async fn exchange(client: &Client, spec: &RequestSpec<'_>, body: Bytes, sent: In
     let resp = match client.post_json(spec.url, spec.key, body).await {
         Ok(r) => r,
         Err(SendError::Connect(e)) => return Sample::failed(Outcome::ConnectError, None, e),
+        Err(SendError::Proxy(e)) => return Sample::failed(Outcome::ProxyError, None, e),
         Err(SendError::Timeout) => return Sample::failed(Outcome::Timeout, None, "timed out"),
         Err(SendError::Other(e)) => return Sample::failed(Outcome::ProtocolError, None, e),
     };
