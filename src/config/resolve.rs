@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::checks::MAX_INTERVAL;
+use super::checks::{check_name, shown_name, MAX_INTERVAL};
 use super::defaults;
 use super::env::Env;
 use super::error::ConfigError;
@@ -87,11 +87,13 @@ pub fn resolve_with(
         let key = if t.name.is_empty() {
             format!("targets[{i}]")
         } else {
-            format!("targets[{i}] ({})", t.name)
+            format!("targets[{i}] ({})", shown_name(&t.name))
         };
         let k = |field: &str| format!("{key}.{field}");
         if t.name.trim().is_empty() {
             bad(&k("name"), "must not be empty".into());
+        } else if let Err(e) = check_name(&t.name) {
+            bad(&k("name"), e);
         } else if !seen.insert(t.name.clone()) {
             bad(&k("name"), format!("duplicate target name `{}`", t.name));
         }
