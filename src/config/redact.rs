@@ -311,7 +311,12 @@ impl View {
         let mut from = Vec::with_capacity(b.len());
         let mut i = 0;
         while i < b.len() {
-            let len = utf8_len(b[i]).min(b.len() - i);
+            let len = utf8_len(b[i]);
+            if i + len > b.len() {
+                // A character cut in two at the end (a cut inside an encoded
+                // invisible one) says nothing, and hides a key's start.
+                break;
+            }
             let c = std::str::from_utf8(&b[i..i + len])
                 .ok()
                 .and_then(|s| s.chars().next());
@@ -674,6 +679,10 @@ mod tests {
             "x {}\\\\u00{CUT_MARK}",
             escaped_u(&KEY[..6]).replace('\\', "\\\\")
         );
+        assert_eq!(r(&text), format!("x [redacted]{CUT_MARK}"));
+        // Percent-encoded, cut inside an encoded zero-width space that
+        // split the key: the half character at the cut hides nothing.
+        let text = format!("x {}%E2{CUT_MARK}", percent(&KEY[..6]));
         assert_eq!(r(&text), format!("x [redacted]{CUT_MARK}"));
         // Three characters say almost nothing, and match ordinary words.
         assert_eq!(r(&format!("sk-{CUT_MARK}")), format!("sk-{CUT_MARK}"));
