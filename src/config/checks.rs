@@ -13,6 +13,8 @@ pub const MAX_LEVEL: u32 = 10_000;
 pub const MAX_REQUESTS_PER_LEVEL: u64 = 1_000_000;
 /// Longest interval between two sweeps.
 pub const MAX_INTERVAL: Duration = Duration::from_secs(365 * 24 * 3600);
+/// Shortest sweep time limit.
+pub const MIN_SWEEP_TIMEOUT: Duration = Duration::from_secs(1);
 /// Most shards.
 pub const MAX_SHARDS: u32 = 10_000;
 
