@@ -101,7 +101,7 @@ pub async fn run(
                 .collect()
         }),
     };
-    let http = exposure.serve(listener, state, shutdown.clone());
+    let http = exposure.serve(listener, state, shutdown.clone())?;
 
     let sinks = Sinks::standard(&metrics, &statuses);
     let mut scheduler = Scheduler::new(sinks, metrics.clone(), clients);
