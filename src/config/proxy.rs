@@ -12,6 +12,8 @@ use std::net::IpAddr;
 
 use serde::Deserialize;
 
+use super::secret::Secret;
+
 /// Whether a target's requests may go through a proxy (`proxy:`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -49,6 +51,9 @@ pub struct ProxyVariables {
     http: Option<Variable>,
     all: Option<Variable>,
     no_proxy: Vec<String>,
+    /// The proxies' passwords, held as secrets while these variables are
+    /// in use: redaction then removes them from any text, as it does keys.
+    passwords: Vec<Secret>,
 }
 
 /// Where a request goes through: the proxy's URL (for the client) and how
@@ -86,11 +91,23 @@ impl ProxyVariables {
                     .collect()
             })
             .unwrap_or_default();
+        let (https, http, all) = (
+            read(["https_proxy", "HTTPS_PROXY"]),
+            read(["http_proxy", "HTTP_PROXY"]),
+            read(["all_proxy", "ALL_PROXY"]),
+        );
+        let passwords = [&https, &http, &all]
+            .into_iter()
+            .flatten()
+            .filter_map(|v| password(&v.value))
+            .map(Secret::new)
+            .collect();
         ProxyVariables {
-            https: read(["https_proxy", "HTTPS_PROXY"]),
-            http: read(["http_proxy", "HTTP_PROXY"]),
-            all: read(["all_proxy", "ALL_PROXY"]),
+            https,
+            http,
+            all,
             no_proxy,
+            passwords,
         }
     }
 
@@ -158,6 +175,42 @@ impl ProxyVariables {
                         .is_some_and(|rest| rest.ends_with('.')))
         })
     }
+}
+
+/// The password in a proxy URL (`http://user:PASSWORD@host:port`), as
+/// written and percent-decoded, if any.
+fn password(value: &str) -> Option<String> {
+    let with_scheme = if value.contains("://") {
+        value.to_string()
+    } else {
+        format!("http://{value}")
+    };
+    let url = url::Url::parse(&with_scheme).ok()?;
+    let written = url.password().filter(|p| !p.is_empty())?;
+    Some(percent_decode(written).unwrap_or_else(|| written.to_string()))
+}
+
+/// `%XX` sequences decoded; None when the result is not UTF-8.
+fn percent_decode(text: &str) -> Option<String> {
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = b
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok());
+        match (b[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// Whether `host` is this machine: `localhost` (and names under it), or a
@@ -318,5 +371,19 @@ mod tests {
         let v = vars(&[("HTTPS_PROXY", "  ")]);
         assert!(!v.any());
         assert_eq!(shown(&v, "https://h/v1"), None);
+    }
+
+    #[test]
+    fn a_proxy_password_is_redacted_like_a_key() {
+        let v = vars(&[("HTTPS_PROXY", "http://me:pr%40xy-PW-77q@p:3128")]);
+        assert_eq!(
+            crate::config::redact::redact("auth pr@xy-PW-77q failed"),
+            "auth [redacted] failed"
+        );
+        assert_eq!(
+            shown(&v, "https://h/v1").as_deref(),
+            Some("http://p:3128 (HTTPS_PROXY)")
+        );
+        drop(v);
     }
 }
