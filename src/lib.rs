@@ -101,7 +101,7 @@ pub async fn run(
                 .collect()
         }),
     };
-    let http = exposure.serve(listener, state, shutdown.clone());
+    let http = exposure.serve(listener, state, shutdown.clone())?;
 
     let shared = sinks::Shared {
         metrics: metrics.clone(),

@@ -69,6 +69,31 @@ pub fn clean_line(event: &str, ansi: bool) -> String {
     out
 }
 
+/// Longest panic message written, in characters.
+const PANIC_CHARS: usize = 4000;
+
+/// Sends panic messages through the same door as log lines: the default
+/// hook writes a panic's message (which may quote a server's text, and so a
+/// key) straight to standard error. A backtrace, when `RUST_BACKTRACE` asks
+/// for one, follows as the default hook would print it.
+pub fn redact_panics() {
+    std::panic::set_hook(Box::new(|info| {
+        let thread = std::thread::current();
+        let mut out = panic_line(thread.name().unwrap_or("<unnamed>"), &info.to_string());
+        let trace = std::backtrace::Backtrace::capture();
+        if trace.status() == std::backtrace::BacktraceStatus::Captured {
+            out.push_str(&redact::redact(&trace.to_string()));
+        }
+        let _ = io::stderr().write_all(out.as_bytes());
+    }));
+}
+
+/// A panic's text as one log line, made by [`redact::message`].
+fn panic_line(thread: &str, text: &str) -> String {
+    let said = redact::message(text, PANIC_CHARS);
+    clean_line(&format!("thread '{thread}' {said}"), false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,5 +122,20 @@ mod tests {
         };
         w.write_all(b"a\rb\n").unwrap();
         assert_eq!(w.inner, b"a\\rb\n");
+    }
+
+    #[test]
+    fn a_panic_message_is_one_line_without_the_key() {
+        let key = "sk-PANIC-LINE-1a2b3c4d5e6f";
+        let _key = crate::config::secret::Secret::new(key.into());
+        let text = format!(
+            "panicked at src/x.rs:1:2:\nunexpected answer: Bearer {}\n{}",
+            &key[..9],
+            &key[9..]
+        );
+        assert_eq!(
+            panic_line("worker", &text),
+            "thread 'worker' panicked at src/x.rs:1:2: unexpected answer: Bearer [redacted]\n"
+        );
     }
 }

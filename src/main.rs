@@ -44,6 +44,7 @@ fn main() -> ExitCode {
             | Some(Command::GenerateDocs { .. })
     );
     init_tracing(cli.log_format, if quiet { "warn" } else { "info" });
+    llmprobe::log_writer::redact_panics();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -59,6 +60,21 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("llmprobe: {e:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Says on standard error which proxy each swept target goes through, when
+/// the environment sets any proxy variable (or a target asks for them).
+fn say_proxies(config: &config::Config, names: &[String]) {
+    let proxies = config::proxy::ProxyVariables::from_env();
+    let chosen = config
+        .targets
+        .iter()
+        .filter(|t| names.is_empty() || names.contains(&t.name));
+    for t in chosen {
+        if proxies.any() || t.proxy == config::proxy::ProxyMode::Environment {
+            eprintln!("{}: proxy {}", t.name, explain::proxy_line(t, &proxies));
         }
     }
 }
@@ -100,6 +116,7 @@ async fn sweep(
             return Ok(ExitCode::FAILURE);
         }
     };
+    say_proxies(&config, targets);
     let show_progress = progress::wanted();
     let observer: Arc<dyn Observer> = if show_progress {
         Arc::new(Progress)

@@ -13,8 +13,49 @@ pub const MAX_LEVEL: u32 = 10_000;
 pub const MAX_REQUESTS_PER_LEVEL: u64 = 1_000_000;
 /// Longest interval between two sweeps.
 pub const MAX_INTERVAL: Duration = Duration::from_secs(365 * 24 * 3600);
+/// Shortest sweep time limit.
+pub const MIN_SWEEP_TIMEOUT: Duration = Duration::from_secs(1);
 /// Most shards.
 pub const MAX_SHARDS: u32 = 10_000;
+
+/// Whether `c` may not appear in a name: control characters (C0 such as
+/// NUL and ESC, DEL, C1) and the invisible ones that reorder or hide text
+/// (bidirectional overrides and isolates such as U+202E, zero-width ones).
+/// A name is a label value on `/metrics`, a heading on `/` and a field of
+/// every log line: such a character would rewrite what a reader sees.
+fn forbidden_in_name(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}'
+        )
+}
+
+/// A name (a target's, a gateway pair's) checked: no control or invisible
+/// formatting character.
+pub fn check_name(name: &str) -> Result<(), String> {
+    match name.chars().find(|c| forbidden_in_name(*c)) {
+        Some(c) => Err(format!(
+            "holds the control or invisible character U+{:04X}: a name appears in metric labels, pages and logs",
+            u32::from(c)
+        )),
+        None => Ok(()),
+    }
+}
+
+/// `name` as a message shows it: each character [`check_name`] refuses
+/// written `\u{..}`, so that the message itself stays clean.
+pub fn shown_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if forbidden_in_name(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
 
 /// A base URL checked (http or https, no credentials, no query), without
 /// its trailing slash.

@@ -144,6 +144,12 @@ macro_rules! per_target_keys {
                 => $crate::config::sustained::SustainedSearch
                 = rule(|v| SustainedSearch::from_file(v.unwrap_or_default()))
                 .check_at_target("", |s| sustained_problems(s)),
+            /// Whether requests may go through a proxy: `off` (the default:
+            /// `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` are ignored) or
+            /// `environment` (they apply, with `NO_PROXY`; loopback and the
+            /// built-in engine are never proxied).
+            proxy: $crate::config::proxy::ProxyMode => $crate::config::proxy::ProxyMode
+                = rule(|v| v.unwrap_or_default()),
         ] }
     };
 }
@@ -491,6 +497,7 @@ impl Merge for std::path::PathBuf {}
 impl Merge for bool {}
 impl Merge for String {}
 impl Merge for Resolution {}
+impl Merge for super::proxy::ProxyMode {}
 
 impl Merge for SustainedFile {
     fn merge(near: Option<&Self>, far: Option<&Self>) -> Option<Self> {

@@ -8,7 +8,8 @@
 //!   bounded reads of key and prompt files), [`checks`] (shared value
 //!   checks, size limits), [`error`], [`tls`] (the TLS files and the hooks
 //!   that check them), [`values`], [`gentle`], [`secret`], [`labels`],
-//!   [`prompts`], [`simulator`], [`sinks`] (each export sink's settings);
+//!   [`prompts`], [`proxy`] (which proxy a URL goes through), [`simulator`],
+//!   [`sinks`] (each export sink's settings), [`sustained`];
 //! - [`keys`]: **the per-target keys, each declared once** with its type,
 //!   default and checks: a new per-target key is one entry there (see its
 //!   doc); [`defaults`]: the daemon-wide defaults;
@@ -30,6 +31,7 @@ pub mod labels;
 pub mod load;
 pub mod pairs;
 pub mod prompts;
+pub mod proxy;
 pub mod redact;
 pub mod resolve;
 pub mod resolved;

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::checks::{check_name, shown_name};
 use super::defaults;
 use super::file::FileConfig;
 use super::resolved::{GatewayPair, Target, Workload};
@@ -22,12 +23,15 @@ pub fn resolve_gateway_pairs(
         let key = if p.name.is_empty() {
             format!("gateway_pairs[{i}]")
         } else {
-            format!("gateway_pairs[{i}] ({})", p.name)
+            format!("gateway_pairs[{i}] ({})", shown_name(&p.name))
         };
         let k = |field: &str| format!("{key}.{field}");
         let mut ok = true;
         if p.name.trim().is_empty() {
             bad(&k("name"), "must not be empty".into());
+            ok = false;
+        } else if let Err(e) = check_name(&p.name) {
+            bad(&k("name"), e);
             ok = false;
         } else if !seen.insert(p.name.clone()) {
             bad(&k("name"), format!("duplicate pair name `{}`", p.name));

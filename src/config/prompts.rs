@@ -124,21 +124,38 @@ pub fn parse_jsonl_lines(text: &str) -> Result<Vec<(usize, Prompt)>, String> {
     Ok(prompts)
 }
 
-/// Reads a folder of documents (sorted by file name, hidden files skipped):
-/// each becomes one prompt, the instruction followed by the document.
+/// Reads a folder of documents (sorted by file name; hidden files and
+/// subfolders skipped): each becomes one prompt, the instruction followed
+/// by the document. A link that leads nowhere (missing, or a loop) and an
+/// entry that is not a regular file (a FIFO, a socket) are errors naming
+/// it: skipping them would measure a workload without a document the
+/// operator put there, and say nothing.
 pub fn load_dir(dir: &Path, instruction: &str) -> Result<Vec<Prompt>, String> {
     let entries = std::fs::read_dir(dir)
         .map_err(|e| format!("cannot read folder `{}`: {e}", dir.display()))?;
-    let mut files: Vec<_> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| {
-            p.is_file()
-                && !p
-                    .file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
-        })
-        .collect();
+    let mut files = Vec::new();
+    for entry in entries {
+        let path = entry
+            .map_err(|e| format!("cannot read folder `{}`: {e}", dir.display()))?
+            .path();
+        let hidden = path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+        if hidden {
+            continue;
+        }
+        // Followed: a link to a document is a document.
+        match std::fs::metadata(&path) {
+            Ok(m) if m.is_dir() => continue,
+            Ok(_) => files.push(path),
+            Err(e) => {
+                return Err(format!(
+                    "`{}`: a link that leads nowhere (its target is missing, or a loop): {e}",
+                    path.display()
+                ))
+            }
+        }
+    }
     files.sort();
     let mut prompts = Vec::new();
     // Every document is kept in memory: the folder as a whole is bounded
@@ -289,6 +306,36 @@ mod tests {
         assert!(load_dir(&dir, "x")
             .unwrap_err()
             .starts_with("cannot read folder"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_that_leads_nowhere_in_a_folder_is_an_error() {
+        let dir = std::env::temp_dir().join(format!(
+            "llmprobe-docs-links-{}-{}",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("a.txt"), "a doc").unwrap();
+        std::fs::write(dir.join("sub/x.txt"), "not read").unwrap();
+        std::os::unix::fs::symlink(dir.join("a.txt"), dir.join("b.txt")).unwrap();
+        // A link to a document is read; a subfolder is not.
+        assert_eq!(load_dir(&dir, "S").unwrap().len(), 2);
+        std::os::unix::fs::symlink(dir.join("gone.txt"), dir.join("c.txt")).unwrap();
+        let e = load_dir(&dir, "S").unwrap_err();
+        assert!(
+            e.starts_with(&format!(
+                "`{}`: a link that leads nowhere",
+                dir.join("c.txt").display()
+            )),
+            "{e}"
+        );
+        std::fs::remove_file(dir.join("c.txt")).unwrap();
+        std::os::unix::fs::symlink(dir.join("d.txt"), dir.join("d.txt")).unwrap();
+        let e = load_dir(&dir, "S").unwrap_err();
+        assert!(e.contains("d.txt`: a link that leads nowhere"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

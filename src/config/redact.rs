@@ -1,13 +1,17 @@
 //! Redaction: every secret the process holds ([`Secret`]) replaced in a
 //! finished text, whether a server echoed it as written, JSON-escaped
-//! (`\u0073`, `\/`), percent-encoded or as an HTML character reference, and
-//! nested escapes of those. The one mechanism every outgoing string passes
-//! through: error messages, what a server tells of itself, log lines.
+//! (`\u0073`, `\/`), percent-encoded or as an HTML character reference,
+//! nested escapes of those, and with whitespace, line breaks or invisible
+//! characters inside it. The one mechanism every outgoing string passes
+//! through: error messages ([`message`]), what a server tells of itself,
+//! engine-signal notes, log lines and panic messages.
 //!
 //! Run on a text before it is cut: a key that straddles a cut would
-//! otherwise be shown in part. Where the text itself is the start of
-//! something longer (a body read up to a limit), [`redact_start`] also
-//! replaces the start of a key at its end.
+//! otherwise be shown in part. A text from outside is kept whole up to a
+//! bound of a few KiB; where it was cut short it says so with [`CUT_MARK`]
+//! (or is the start of something longer: [`redact_start`]), and the start of
+//! a key right before such a cut is replaced too. What survives of a key is
+//! at most [`MIN_TAIL`] - 1 characters of its start at such a cut.
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -26,7 +30,47 @@ const DECODE_ROUNDS: usize = 3;
 
 /// A key start shorter than this at the end of a cut text is left alone:
 /// shorter ones match ordinary words, and say almost nothing of a key.
-const MIN_TAIL: usize = 4;
+pub const MIN_TAIL: usize = 4;
+
+/// Marks where a text from outside was cut short before it reached a
+/// message (`stream/chunk.rs` and the probe append it): the start of a key
+/// right before it is replaced as at the end of a cut text. The stream layer
+/// writes the same character (it uses nothing from here); a probe test holds
+/// the two together.
+pub const CUT_MARK: char = '\u{2026}';
+
+/// How many of the last cut marks of a text are honoured: the process puts
+/// one or two into a message; more come from the server, and cost time.
+const MAX_MARKS: usize = 4;
+
+/// `text` from outside (a server's error, a parser's message, a note) as a
+/// message: every form of every secret redacted first, then whitespace
+/// collapsed to single spaces, other control characters replaced (no
+/// terminal escapes into a log), and only then cut to `max_chars`
+/// characters (`...` after a cut). The one place a message is made.
+pub fn message(text: &str, max_chars: usize) -> String {
+    one_line(&redact(text), max_chars)
+}
+
+/// [`message`] against the given secrets only.
+pub fn message_with<S: AsRef<str>>(text: &str, secrets: &[S], max_chars: usize) -> String {
+    one_line(&redact_with(text, secrets, false), max_chars)
+}
+
+/// A redacted text on one line, cut.
+fn one_line(text: &str, max_chars: usize) -> String {
+    let collapsed: String = text
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .map(|c| if c.is_control() { '\u{FFFD}' } else { c })
+        .collect();
+    match collapsed.char_indices().nth(max_chars) {
+        Some((end, _)) => format!("{}...", &collapsed[..end]),
+        None => collapsed,
+    }
+}
 
 /// `text` with every secret the process holds replaced by [`REDACTED`].
 pub fn redact(text: &str) -> Cow<'_, str> {
@@ -100,17 +144,39 @@ impl Matcher {
         } else {
             (text, "")
         };
+        let mut hits = self.scan(whole, true, cut.then_some(whole.len()));
+        // Where the text says it was cut short, a key's start before the
+        // mark (and any escape the cut left unfinished) goes too.
+        let marks = whole.rmatch_indices(CUT_MARK).take(MAX_MARKS);
+        for (at, _) in marks {
+            let (before, _) = split_partial_escape(&whole[..at]);
+            hits.extend(self.scan(before, false, Some(at)));
+        }
+        if hits.is_empty() && dropped.is_empty() {
+            return Cow::Borrowed(text);
+        }
+        if hits.is_empty() {
+            return Cow::Borrowed(whole);
+        }
+        Cow::Owned(replace(whole, hits))
+    }
+
+    /// The ranges of `text` to replace: every whole secret (when `whole`) in
+    /// every decoded form, with and without the invisible characters; and
+    /// with `tail_end`, a secret's start ending the text, replaced up to it.
+    fn scan(&self, text: &str, whole: bool, tail_end: Option<usize>) -> Vec<Range<usize>> {
         let mut hits: Vec<Range<usize>> = Vec::new();
-        let mut view = View::identity(whole.as_bytes());
+        let mut view = View::identity(text.as_bytes());
         for round in 0..=DECODE_ROUNDS {
-            hits.extend(
-                self.search
-                    .find_iter(&view.bytes)
-                    .map(|m| view.span(m.range())),
-            );
-            if cut {
-                for s in &self.secrets {
-                    hits.extend(view.tail_prefix(s, whole.len()));
+            let stripped = view.stripped();
+            for v in std::iter::once(&view).chain(stripped.as_ref()) {
+                if whole {
+                    hits.extend(self.search.find_iter(&v.bytes).map(|m| v.span(m.range())));
+                }
+                if let Some(end) = tail_end {
+                    for s in &self.secrets {
+                        hits.extend(v.tail_prefix(s, end));
+                    }
                 }
             }
             if round == DECODE_ROUNDS {
@@ -121,18 +187,25 @@ impl Matcher {
                 None => break,
             }
         }
-        if hits.is_empty() && dropped.is_empty() {
-            return Cow::Borrowed(text);
-        }
-        if hits.is_empty() {
-            return Cow::Borrowed(whole);
-        }
-        Cow::Owned(replace(whole, hits))
+        hits
     }
 }
 
-/// `text` split before an escape left unfinished at its end.
+/// `text` split before the escapes left unfinished at its end: a cut inside
+/// a doubly escaped character (`\\u00`) leaves one in another.
 fn split_partial_escape(text: &str) -> (&str, &str) {
+    let mut kept = text;
+    for _ in 0..DECODE_ROUNDS {
+        match split_one_escape(kept) {
+            (_, "") => break,
+            (before, _) => kept = before,
+        }
+    }
+    (kept, &text[kept.len()..])
+}
+
+/// `text` split before one escape left unfinished at its end.
+fn split_one_escape(text: &str) -> (&str, &str) {
     let b = text.as_bytes();
     let n = b.len();
     // `\uXXX` at most 5 bytes, `%X` 2, `&#x` + digits up to 10.
@@ -230,6 +303,35 @@ impl View {
             .map(|k| self.from[self.bytes.len() - k].start..end)
     }
 
+    /// The view without whitespace, line breaks, control and invisible
+    /// characters (a key a server wrapped or split), or None when it has none.
+    fn stripped(&self) -> Option<View> {
+        let b = &self.bytes;
+        let mut bytes = Vec::with_capacity(b.len());
+        let mut from = Vec::with_capacity(b.len());
+        let mut i = 0;
+        while i < b.len() {
+            let len = utf8_len(b[i]);
+            if i + len > b.len() {
+                // A character cut in two at the end (a cut inside an encoded
+                // invisible one) says nothing, and hides a key's start.
+                break;
+            }
+            let c = std::str::from_utf8(&b[i..i + len])
+                .ok()
+                .and_then(|s| s.chars().next());
+            match c {
+                Some(c) if invisible(c) => i += len,
+                _ => {
+                    bytes.push(b[i]);
+                    from.push(self.from[i].clone());
+                    i += 1;
+                }
+            }
+        }
+        (bytes.len() < b.len()).then_some(View { bytes, from })
+    }
+
     /// One round of unescaping, or None when nothing was escaped.
     fn decoded(&self) -> Option<View> {
         let b = &self.bytes;
@@ -291,9 +393,22 @@ fn escape_at(b: &[u8]) -> Option<(Option<char>, usize)> {
                 b'n' => '\n',
                 b't' => '\t',
                 b'r' => '\r',
+                b'b' => '\u{8}',
+                b'f' => '\u{c}',
                 _ => return None,
             };
             Some((Some(c), 2))
+        }
+        [b'&', rest @ ..] if rest.first() != Some(&b'#') => {
+            let named: [(&[u8], char); 5] = [
+                (b"amp;", '&'),
+                (b"lt;", '<'),
+                (b"gt;", '>'),
+                (b"quot;", '"'),
+                (b"apos;", '\''),
+            ];
+            let (name, c) = named.iter().find(|(n, _)| rest.starts_with(n))?;
+            Some((Some(*c), 1 + name.len()))
         }
         [b'&', b'#', rest @ ..] => {
             let (hex, digits) = match rest.first() {
@@ -320,6 +435,27 @@ fn escape_at(b: &[u8]) -> Option<(Option<char>, usize)> {
         }
         _ => None,
     }
+}
+
+/// The length of the UTF-8 sequence a byte starts (1 for a stray byte).
+fn utf8_len(first: u8) -> usize {
+    match first {
+        0xC0..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF7 => 4,
+        _ => 1,
+    }
+}
+
+/// A character a reader does not see as part of a word: what a server can
+/// put inside a key (wrapping it, or on purpose) without hiding it.
+fn invisible(c: char) -> bool {
+    c.is_whitespace()
+        || c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}' | '\u{200B}'..='\u{200F}' | '\u{2060}' | '\u{FEFF}'
+        )
 }
 
 fn hex4(b: &[u8]) -> Option<u32> {
@@ -488,5 +624,186 @@ mod tests {
             redact("x sk-LIVE-REGISTRY-0a1b2c y"),
             "x sk-LIVE-REGISTRY-0a1b2c y"
         );
+    }
+
+    #[test]
+    fn a_key_with_a_line_break_or_spaces_inside_is_replaced() {
+        let table: Vec<(&str, String, &str)> = vec![
+            (
+                "line break",
+                format!("Bearer {}\n{} no", &KEY[..7], &KEY[7..]),
+                "Bearer [redacted] no",
+            ),
+            (
+                "CRLF and indent",
+                format!("{}\r\n    {}", &KEY[..3], &KEY[3..]),
+                "[redacted]",
+            ),
+            (
+                "zero-width space",
+                format!("{}\u{200B}{}", &KEY[..9], &KEY[9..]),
+                "[redacted]",
+            ),
+            (
+                "JSON \\n",
+                format!("{}\\n{}", &KEY[..7], &KEY[7..]),
+                "[redacted]",
+            ),
+            (
+                "percent %0A",
+                format!("{}%0A{}", &KEY[..7], &KEY[7..]),
+                "[redacted]",
+            ),
+            (
+                "HTML &#10;",
+                format!("{}&#10;{}", &KEY[..7], &KEY[7..]),
+                "[redacted]",
+            ),
+        ];
+        for (case, text, want) in table {
+            assert_eq!(r(&text), want, "{case}: {text:?}");
+        }
+    }
+
+    #[test]
+    fn a_key_cut_before_a_cut_mark_is_replaced() {
+        let text = format!("x Bearer {}{CUT_MARK} at line 1 column 9", &KEY[..11]);
+        assert_eq!(
+            r(&text),
+            format!("x Bearer [redacted]{CUT_MARK} at line 1 column 9")
+        );
+        let text = format!("x {}\\u00{CUT_MARK}", escaped_u(&KEY[..6]));
+        assert_eq!(r(&text), format!("x [redacted]{CUT_MARK}"));
+        // Doubly escaped, cut inside a character: nothing of it is left.
+        let text = format!(
+            "x {}\\\\u00{CUT_MARK}",
+            escaped_u(&KEY[..6]).replace('\\', "\\\\")
+        );
+        assert_eq!(r(&text), format!("x [redacted]{CUT_MARK}"));
+        // Percent-encoded, cut inside an encoded zero-width space that
+        // split the key: the half character at the cut hides nothing.
+        let text = format!("x {}%E2{CUT_MARK}", percent(&KEY[..6]));
+        assert_eq!(r(&text), format!("x [redacted]{CUT_MARK}"));
+        // Three characters say almost nothing, and match ordinary words.
+        assert_eq!(r(&format!("sk-{CUT_MARK}")), format!("sk-{CUT_MARK}"));
+    }
+
+    #[test]
+    fn a_message_is_redacted_before_it_is_cut() {
+        let text = format!("{} Bearer {KEY} rejected", "w".repeat(30));
+        // A cut inside the key leaves nothing of it.
+        for max in 0..60 {
+            let m = message_with(&text, &[KEY], max);
+            assert!(!m.contains("sk-T"), "{max}: {m}");
+        }
+        assert_eq!(
+            message_with(&format!("a\n\n b {KEY}\x1b[2J"), &[KEY], 100),
+            "a b [redacted]\u{FFFD}[2J"
+        );
+        assert_eq!(message_with("abcdef", &[KEY], 3), "abc...");
+        assert_eq!(message_with("鍵は鍵", &[KEY], 2), "鍵は...");
+    }
+
+    mod property {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// What a message may show of a secret: at most this many of its
+        /// characters in a row, the start of a key cut before [`MIN_TAIL`].
+        const MOST_SHOWN: usize = MIN_TAIL - 1;
+
+        /// A secret's forms: how a server may echo it.
+        fn form(secret: &str, which: usize) -> String {
+            match which {
+                0 => secret.to_string(),
+                1 => secret
+                    .chars()
+                    .map(|c| format!("\\u{:04x}", c as u32))
+                    .collect(),
+                2 => secret
+                    .chars()
+                    .map(|c| format!("\\\\u{:04X}", c as u32))
+                    .collect(),
+                3 => secret.bytes().map(|b| format!("%{b:02X}")).collect(),
+                4 => secret.chars().map(|c| format!("&#{};", c as u32)).collect(),
+                5 => secret
+                    .chars()
+                    .map(|c| format!("&#x{:x};", c as u32))
+                    .collect(),
+                _ => {
+                    let json = serde_json::to_string(secret).unwrap_or_default();
+                    json.trim_matches('"').replace('/', "\\/")
+                }
+            }
+        }
+
+        /// `text` as a reader sees it: every escape decoded, invisible
+        /// characters gone.
+        fn as_read(text: &str) -> Vec<u8> {
+            let mut view = View::identity(text.as_bytes());
+            for _ in 0..=DECODE_ROUNDS {
+                view = view.stripped().unwrap_or(view);
+                match view.decoded() {
+                    Some(next) => view = next,
+                    None => break,
+                }
+            }
+            view.stripped().unwrap_or(view).bytes
+        }
+
+        fn shown(output: &str, secret: &str) -> usize {
+            let read = as_read(output);
+            let s = secret.as_bytes();
+            (1..=s.len())
+                .rev()
+                .find(|&n| s.windows(n).any(|w| read.windows(n).any(|r| r == w)))
+                .unwrap_or(0)
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(1024))]
+
+            /// Any secret at any offset of any message, in any form, with a
+            /// break inside or not, cut short on the way in (marked) and cut
+            /// at any length on the way out: at most [`MOST_SHOWN`] of its
+            /// characters in a row are left. The secret's letters are none of
+            /// `[redacted]`'s, nor hex digits, nor those of escapes, and the
+            /// message's other text shares none, so any run found is the key's.
+            #[test]
+            fn no_secret_survives_any_cut_in_any_form(
+                secret in "[ghijklmnopqsvwyzGHIJKLMNOPQRSTVWYZ_~=+/-]{8,80}",
+                before in "[abcdefrtux0-9 ,:;!?()\n\té日]{0,300}",
+                after in "[abcdefrtux0-9 ,:;!?()\n\té日]{0,60}",
+                which in 0usize..7,
+                split in prop::option::of((any::<prop::sample::Index>(), prop_oneof![
+                    Just("\n"), Just("\r\n"), Just(" "), Just("\t  "), Just("\u{200B}"),
+                ])),
+                cut_in in prop::option::of(any::<prop::sample::Index>()),
+                cut_out in 0usize..500,
+            ) {
+                let inner = match &split {
+                    Some((at, brk)) => {
+                        let at = at.index(secret.len() + 1);
+                        format!("{}{brk}{}", &secret[..at], &secret[at..])
+                    }
+                    None => secret.clone(),
+                };
+                let mut text = format!("{before}Bearer {}{after}", form(&inner, which));
+                if let Some(cut) = cut_in {
+                    let mut at = cut.index(text.len() + 1);
+                    while !text.is_char_boundary(at) {
+                        at -= 1;
+                    }
+                    text.truncate(at);
+                    text.push(CUT_MARK);
+                }
+                let out = message_with(&text, &[secret.as_str()], cut_out);
+                let n = shown(&out, &secret);
+                prop_assert!(n <= MOST_SHOWN, "{n} characters shown: {out:?} from {text:?}");
+                let redacted = redact_with(&text, &[secret.as_str()], false);
+                let n = shown(&redacted, &secret);
+                prop_assert!(n <= MOST_SHOWN, "{n} characters left: {redacted:?} from {text:?}");
+            }
+        }
     }
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::checks::MAX_INTERVAL;
+use super::checks::{check_name, shown_name, MAX_INTERVAL, MIN_SWEEP_TIMEOUT};
 use super::defaults;
 use super::env::Env;
 use super::error::ConfigError;
@@ -58,8 +58,18 @@ pub fn resolve_with(
     if s.max_in_flight_total == 0 {
         bad("schedule.max_in_flight_total", "must be at least 1".into());
     }
-    if s.sweep_timeout.is_zero() {
-        bad("schedule.sweep_timeout", "must be more than 0s".into());
+    // Below a second no sweep can finish (a typo for minutes: `5ms`, `1ns`);
+    // above the longest interval a deadline would overflow the clock.
+    if s.sweep_timeout < MIN_SWEEP_TIMEOUT {
+        bad(
+            "schedule.sweep_timeout",
+            format!(
+                "must be at least 1s (a sweep sends a warm-up and a level), got {}",
+                humantime::format_duration(s.sweep_timeout)
+            ),
+        );
+    } else if s.sweep_timeout > MAX_INTERVAL {
+        bad("schedule.sweep_timeout", "must be at most 365days".into());
     }
     let schedule = Schedule {
         interval: s.interval,
@@ -87,11 +97,13 @@ pub fn resolve_with(
         let key = if t.name.is_empty() {
             format!("targets[{i}]")
         } else {
-            format!("targets[{i}] ({})", t.name)
+            format!("targets[{i}] ({})", shown_name(&t.name))
         };
         let k = |field: &str| format!("{key}.{field}");
         if t.name.trim().is_empty() {
             bad(&k("name"), "must not be empty".into());
+        } else if let Err(e) = check_name(&t.name) {
+            bad(&k("name"), e);
         } else if !seen.insert(t.name.clone()) {
             bad(&k("name"), format!("duplicate target name `{}`", t.name));
         }

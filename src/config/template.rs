@@ -47,6 +47,8 @@ pub fn target_file(
         .filter(|n| !n.trim().is_empty())
         .cloned()
         .unwrap_or_else(|| address.to_string());
+    super::checks::check_name(&name)
+        .map_err(|e| format!("target name `{}` {e}", super::checks::shown_name(&name)))?;
     let model = labels
         .get(t.model_label())
         .filter(|m| !m.trim().is_empty())
@@ -144,5 +146,20 @@ mod tests {
         assert!(target_file(&t, "h:1", &l)
             .unwrap_err()
             .contains("not a whole number"));
+    }
+
+    #[test]
+    fn a_discovered_name_with_a_control_character_is_refused() {
+        let t = template(r#"{"name_label": "name", "model": "m"}"#);
+        for (name, code) in [
+            ("w\u{1b}[2J", "001B"),
+            ("a\u{0}", "0000"),
+            ("x\u{202e}y", "202E"),
+        ] {
+            let labels: BTreeMap<String, String> = [("name".to_string(), name.to_string())].into();
+            let err = target_file(&t, "h:1", &labels).unwrap_err();
+            assert!(err.contains(&format!("character U+{code}")), "{err}");
+            assert!(!err.chars().any(char::is_control), "{err:?}");
+        }
     }
 }

@@ -3,7 +3,24 @@
 
 use std::fmt::Write;
 
+use crate::config::proxy::{ProxyMode, ProxyVariables};
 use crate::config::{self, Config, Target};
+
+/// Which proxy `target`'s requests go through, in words.
+pub fn proxy_line(target: &Target, proxies: &ProxyVariables) -> String {
+    match (&target.endpoint, target.proxy) {
+        (config::Endpoint::Simulator(_), _) => "none (the built-in engine is never proxied)".into(),
+        (_, ProxyMode::Off) if proxies.any() => {
+            "none (proxy variables in the environment ignored: `proxy: off`)".into()
+        }
+        (_, ProxyMode::Off) => "none".into(),
+        (config::Endpoint::Url(url), mode) => match proxies.route(mode, url) {
+            Some(route) => route.shown,
+            None if proxies.any() => "none (NO_PROXY or a loopback host)".into(),
+            None => "none (`proxy: environment`, but no proxy variable is set)".into(),
+        },
+    }
+}
 
 /// A human-readable account of what a valid configuration will do.
 pub fn explain(config: &Config) -> String {
@@ -52,8 +69,9 @@ pub fn explain(config: &Config) -> String {
         }
     );
     out.push_str(&crate::fleet::explain(config));
+    let proxies = ProxyVariables::from_env();
     for t in &config.targets {
-        target(&mut out, t);
+        target(&mut out, t, &proxies);
     }
     for p in &config.gateway_pairs {
         let _ = writeln!(
@@ -66,7 +84,7 @@ pub fn explain(config: &Config) -> String {
 }
 
 /// What the daemon will do with one target.
-fn target(out: &mut String, t: &Target) {
+fn target(out: &mut String, t: &Target, proxies: &ProxyVariables) {
     let endpoint = match &t.endpoint {
         config::Endpoint::Url(u) => u.clone(),
         config::Endpoint::Simulator(p) => format!("built-in simulated engine ({:?})", p.engine),
@@ -80,6 +98,7 @@ fn target(out: &mut String, t: &Target) {
         t.warmup_requests,
         humantime::format_duration(t.request_timeout)
     );
+    let _ = writeln!(out, "  proxy: {}", proxy_line(t, proxies));
     if let Some(tls) = &t.tls {
         let _ = writeln!(
             out,

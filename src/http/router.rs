@@ -11,10 +11,10 @@
 use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -67,10 +67,40 @@ pub struct AppState {
     pub dead_loops: DeadLoops,
 }
 
+/// Longest time the index page is served as rendered: a flood of `GET /`
+/// costs at most one rendering per period (150 targets make a page of
+/// about 1.6 MB), whatever the number of requests.
+pub const INDEX_REBUILD_EVERY: Duration = Duration::from_secs(1);
+
+/// The index page last rendered: when, with which readiness, and the page.
+#[derive(Default)]
+struct IndexCache(Mutex<Option<(Instant, bool, Bytes)>>);
+
+impl IndexCache {
+    /// The page, rendered again only when the last one is older than
+    /// [`INDEX_REBUILD_EVERY`] or readiness changed.
+    fn page(&self, state: &AppState) -> Bytes {
+        let ready = state.ready.load(Ordering::Acquire);
+        let mut cached = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((at, was_ready, page)) = cached.as_ref() {
+            if *was_ready == ready && at.elapsed() < INDEX_REBUILD_EVERY {
+                return page.clone();
+            }
+        }
+        let page = Bytes::from(render_index(&(state.targets)(), SystemTime::now(), ready));
+        *cached = Some((Instant::now(), ready, page.clone()));
+        page
+    }
+}
+
 /// Builds the router with every endpoint.
 pub fn router(state: AppState) -> Router {
+    let cache = Arc::new(IndexCache::default());
     Router::new()
-        .route("/", get(index))
+        .route(
+            "/",
+            get(move |State(state): State<AppState>| async move { Html(cache.page(&state)) }),
+        )
         .route("/targets/{name}", get(target_page))
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
@@ -147,16 +177,6 @@ async fn reload(State(state): State<AppState>) -> (StatusCode, String) {
             ),
         ),
     }
-}
-
-async fn index(State(state): State<AppState>) -> Html<String> {
-    let targets = (state.targets)();
-    let now = SystemTime::now();
-    Html(render_index(
-        &targets,
-        now,
-        state.ready.load(Ordering::Acquire),
-    ))
 }
 
 /// One target's page; 404 for a name that is not configured.
@@ -277,6 +297,8 @@ mod tests {
 
     struct Running {
         base: String,
+        /// How many times the targets' status was asked for (a page built).
+        renders: Arc<std::sync::atomic::AtomicUsize>,
         ready: Arc<AtomicBool>,
         dead_loops: DeadLoops,
         client: reqwest::Client,
@@ -293,7 +315,10 @@ mod tests {
                 let _ = reply.send(reload_result.clone());
             }
         });
-        let targets: TargetStatusFn = Arc::new(|| {
+        let renders = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = Arc::clone(&renders);
+        let targets: TargetStatusFn = Arc::new(move || {
+            counted.fetch_add(1, Ordering::Relaxed);
             vec![TargetStatus {
                 name: "<script>alert(1)</script>".to_string(),
                 model: "qwen & co".to_string(),
@@ -321,6 +346,7 @@ mod tests {
         });
         Running {
             base: format!("http://{addr}"),
+            renders,
             ready,
             dead_loops,
             client: reqwest::Client::builder()
@@ -440,6 +466,26 @@ mod tests {
         assert!(body.contains("qwen &amp; co"));
         assert!(body.contains("HTTP 503 &quot;busy&quot;"));
         assert!(body.contains("2023-11-14T22:13:20Z"), "{body}");
+    }
+
+    #[tokio::test]
+    async fn a_flood_of_index_requests_renders_the_page_once_a_period() {
+        let s = start(true, Ok(())).await;
+        let (_, _, first) = s.get("/").await;
+        for _ in 0..50 {
+            let (status, _, body) = s.get("/").await;
+            assert_eq!(status, 200);
+            assert_eq!(body, first);
+        }
+        assert_eq!(s.renders.load(Ordering::Relaxed), 1);
+        // Readiness changes the page at once; time renews it.
+        s.ready.store(true, Ordering::Release);
+        let (_, _, ready) = s.get("/").await;
+        assert_ne!(ready, first);
+        assert_eq!(s.renders.load(Ordering::Relaxed), 2);
+        tokio::time::sleep(INDEX_REBUILD_EVERY).await;
+        s.get("/").await;
+        assert_eq!(s.renders.load(Ordering::Relaxed), 3);
     }
 
     #[test]

@@ -360,7 +360,7 @@ fn sweep_values_appear_with_their_labels() {
         Some(0.0),
         "every outcome is exported, zeros included"
     );
-    assert_eq!(count(&text, "llmprobe_sweep_requests", &W1C1), 8);
+    assert_eq!(count(&text, "llmprobe_sweep_requests", &W1C1), 9);
 
     let wl = [("target", "w1"), ("model", "qwen"), ("workload", "chat")];
     assert_eq!(
@@ -627,7 +627,7 @@ fn forget_target_removes_every_series_of_the_target() {
     );
     assert_eq!(
         count(&text, "llmprobe_requests_total", &[("target", "w2")]),
-        8
+        9
     );
     assert_eq!(count(&text, "llmprobe_target_info", &[("target", "w2")]), 1);
     assert_eq!(
@@ -1128,7 +1128,7 @@ fn result_series_per_target_workload_and_level_are_counted() {
         series.len(),
         levels * per_level + 3 * per_workload + 2 * per_target
     );
-    assert_eq!(per_level, 43);
+    assert_eq!(per_level, 44);
     // Forgetting a target takes every one of its series away.
     m.forget_target("w1");
     let left = parse(&m.results.text());

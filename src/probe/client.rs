@@ -8,8 +8,11 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 
+use crate::config::proxy::{ProxyMode, ProxyVariables};
 use crate::config::secret::Secret;
 
 /// How long an idle connection stays in the pool: longer than any gap
@@ -32,6 +35,9 @@ pub struct Client {
     /// metrics during a level): they never take or add a connection of
     /// the measured ones.
     aside: reqwest::Client,
+    /// The proxy variables this client's requests follow (None: always
+    /// direct, whatever the environment says).
+    proxies: Option<Arc<ProxyVariables>>,
 }
 
 /// Why a request got no response.
@@ -39,6 +45,10 @@ pub struct Client {
 pub enum SendError {
     /// The connection could not be opened (refused, DNS, TLS).
     Connect(String),
+    /// The request was to go through a proxy, and no connection came of it:
+    /// the proxy could not be reached, or it refused the tunnel. The server
+    /// was not reached; this is not the server's failure.
+    Proxy(String),
     /// Timed out at the HTTP layer.
     Timeout,
     /// Anything else (the request was sent but no response came back).
@@ -49,6 +59,7 @@ impl std::fmt::Display for SendError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SendError::Connect(e) => write!(f, "cannot connect: {e}"),
+            SendError::Proxy(e) => f.write_str(e),
             SendError::Timeout => f.write_str("timed out"),
             SendError::Other(e) => f.write_str(e),
         }
@@ -93,22 +104,35 @@ impl Client {
     /// A client that never follows redirects: a key must never be sent to
     /// another host.
     pub fn new(connect_timeout: Duration) -> Result<Self, String> {
-        Self::with_tls(connect_timeout, None)
+        Self::with_tls(connect_timeout, None, None)
     }
 
     /// [`Client::new`] with its own TLS configuration (roots, client
-    /// certificate: see [`super::tls`]) instead of the built-in one.
+    /// certificate: see [`super::tls`]) instead of the built-in one, and
+    /// with `proxies` the proxy variables its requests follow (None: never
+    /// a proxy, the environment's variables ignored).
     pub fn with_tls(
         connect_timeout: Duration,
         tls: Option<rustls::ClientConfig>,
+        proxies: Option<Arc<ProxyVariables>>,
     ) -> Result<Self, String> {
         let builder = || {
-            reqwest::Client::builder()
+            // reqwest follows the environment's proxy variables unless told
+            // not to: only what `proxies` says applies.
+            let mut b = reqwest::Client::builder()
+                .no_proxy()
                 .redirect(reqwest::redirect::Policy::none())
                 .connect_timeout(connect_timeout)
                 .tcp_nodelay(true)
                 .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-                .user_agent(concat!("llmprobe/", env!("CARGO_PKG_VERSION")))
+                .user_agent(concat!("llmprobe/", env!("CARGO_PKG_VERSION")));
+            if let Some(vars) = proxies.clone() {
+                b = b.proxy(reqwest::Proxy::custom(move |url| {
+                    vars.route(ProxyMode::Environment, url.as_str())
+                        .map(|r| r.url)
+                }));
+            }
+            b
         };
         let (mut main, mut aside) = (builder().connector_layer(TimeConnects), builder());
         if let Some(tls) = tls {
@@ -122,7 +146,14 @@ impl Client {
         Ok(Client {
             http: built(main)?,
             aside: built(aside.pool_max_idle_per_host(1))?,
+            proxies,
         })
+    }
+
+    /// The proxy a request to `url` goes through, as shown (None: direct).
+    pub fn proxy_for(&self, url: &str) -> Option<String> {
+        let vars = self.proxies.as_ref()?;
+        vars.route(ProxyMode::Environment, url).map(|r| r.shown)
     }
 
     /// POSTs a JSON body and returns once the response headers arrived.
@@ -147,7 +178,7 @@ impl Client {
                 (result, OPENED.with(Cell::get))
             })
             .await;
-        let mut resp = Self::finish(result)?;
+        let mut resp = self.finish(url, result)?;
         resp.connect = connect;
         Ok(resp)
     }
@@ -163,15 +194,19 @@ impl Client {
         if let Some(key) = key {
             req = req.bearer_auth(key.expose());
         }
-        Self::finish(req.send().await)
+        self.finish(url, req.send().await)
     }
 
     /// GETs a URL without a key on the side pool, with its own time limit.
     pub async fn get_aside(&self, url: &str, timeout: Duration) -> Result<Response, SendError> {
-        Self::finish(self.aside.get(url).timeout(timeout).send().await)
+        self.finish(url, self.aside.get(url).timeout(timeout).send().await)
     }
 
-    fn finish(result: reqwest::Result<reqwest::Response>) -> Result<Response, SendError> {
+    fn finish(
+        &self,
+        url: &str,
+        result: reqwest::Result<reqwest::Response>,
+    ) -> Result<Response, SendError> {
         match result {
             Ok(inner) => {
                 let header = |name: reqwest::header::HeaderName| {
@@ -200,7 +235,15 @@ impl Client {
             // Before the timeout check: a connect timeout is both, and a
             // server that cannot be reached is not a slow server.
             Err(e) if e.is_connect() || refused_by_tls_peer(&e) => {
-                Err(SendError::Connect(describe(e)))
+                // Through a proxy, a failure that is not the server's TLS
+                // is the proxy's: it could not be reached, or refused.
+                match self.proxy_for(url) {
+                    Some(proxy) if !tls_failed(&e) => Err(SendError::Proxy(format!(
+                        "cannot connect through the proxy {proxy}: {}",
+                        describe(e)
+                    ))),
+                    _ => Err(SendError::Connect(describe(e))),
+                }
             }
             Err(e) if e.is_timeout() => Err(SendError::Timeout),
             Err(e) => Err(SendError::Other(describe(e))),
@@ -292,6 +335,24 @@ fn refused_by_tls_peer(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
+/// Whether a TLS error (with the server, at the end of a tunnel) is among
+/// the error's causes.
+fn tls_failed(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        let tls = err.downcast_ref::<rustls::Error>().is_some()
+            || err
+                .downcast_ref::<std::io::Error>()
+                .and_then(std::io::Error::get_ref)
+                .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some());
+        if tls {
+            return true;
+        }
+        next = err.source();
+    }
+    false
+}
+
 fn describe(e: reqwest::Error) -> String {
     let e = e.without_url();
     let mut msg = e.to_string();
@@ -346,5 +407,38 @@ mod tests {
         ))));
         let plain = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
         assert!(!refused_by_tls_peer(&Wrapping(plain)));
+    }
+
+    /// Proxy variables pointing at a loopback port nothing listens on.
+    fn dead_proxy() -> std::sync::Arc<crate::config::proxy::ProxyVariables> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap();
+        let url = format!("http://127.0.0.1:{port}");
+        std::sync::Arc::new(crate::config::proxy::ProxyVariables::from_lookup(|name| {
+            (name == "ALL_PROXY").then(|| url.clone())
+        }))
+    }
+
+    #[tokio::test]
+    async fn a_dead_proxy_is_the_proxys_error_not_the_servers() {
+        use super::{Client, SendError};
+        use std::time::Duration;
+        let client = Client::with_tls(Duration::from_secs(2), None, Some(dead_proxy())).unwrap();
+        // A documentation address: never reached, the proxy is asked first.
+        let url = "http://192.0.2.1:8000/v1/chat/completions";
+        assert!(client.proxy_for(url).is_some());
+        let err = client
+            .get(url, None, Duration::from_secs(5))
+            .await
+            .expect_err("the proxy is dead");
+        match err {
+            SendError::Proxy(m) => assert!(
+                m.starts_with("cannot connect through the proxy http://127.0.0.1:"),
+                "{m}"
+            ),
+            other => panic!("expected a proxy error, got {other:?}"),
+        }
     }
 }

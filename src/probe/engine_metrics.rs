@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::client::{Client, SendError};
 use super::exposition::{self, Series};
+use crate::config::redact;
 use crate::stats::server::EngineReading;
 
 /// The most of an exposition read: vLLM with a few models and its
@@ -202,16 +203,27 @@ pub async fn fetch(client: &Client, url: &str, timeout: Duration) -> Result<Stri
         .unwrap_or_else(|_| Err(late()))
 }
 
-/// One read of `url` for `model`: the engine and its figures, or why not.
+/// Longest note a failed read leaves in a sweep's result, in characters.
+const NOTE_CHARS: usize = 300;
+
+/// One read of `url` for `model`: the engine and its figures, or why not
+/// (a note shown in results and pages: made by [`redact::message`], as the
+/// URL or the client's error may carry a key).
 pub async fn sample(
     client: &Client,
     url: &str,
     model: &str,
     timeout: Duration,
 ) -> Result<(Engine, EngineReading), String> {
-    let text = fetch(client, url, timeout).await?;
-    read(&text, model)
-        .ok_or_else(|| format!("{url} holds none of the metrics of vLLM, SGLang, TGI or llama.cpp"))
+    let read_one = async {
+        let text = fetch(client, url, timeout).await?;
+        read(&text, model).ok_or_else(|| {
+            format!("{url} holds none of the metrics of vLLM, SGLang, TGI or llama.cpp")
+        })
+    };
+    read_one
+        .await
+        .map_err(|why| redact::message(&why, NOTE_CHARS))
 }
 
 #[cfg(test)]
@@ -288,5 +300,26 @@ mod tests {
         );
         assert_eq!(b("http://h:8080"), "http://h:8080/metrics");
         assert_eq!(beside("not a url"), None);
+    }
+
+    #[tokio::test]
+    async fn a_note_never_shows_a_key_the_url_carries() {
+        let key = "sk-NOTE-5f4e3d2c1b0a9z8y";
+        let _held = crate::config::secret::Secret::new(key.into());
+        let client = Client::new(Duration::from_secs(1)).expect("a client");
+        // Nothing listens on port 9 of loopback: the read fails at once.
+        let url = format!(
+            "http://127.0.0.1:9/metrics?token={}%0A{}",
+            &key[..8],
+            &key[8..]
+        );
+        let why = super::sample(&client, &url, "m", Duration::from_secs(2))
+            .await
+            .expect_err("nothing listens there");
+        assert!(why.contains("[redacted]"), "{why}");
+        assert!(
+            !why.contains(&key[..8]) && !why.contains(&key[8..]),
+            "{why}"
+        );
     }
 }

@@ -121,6 +121,7 @@ async fn exchange(client: &Client, spec: &RequestSpec<'_>, body: Bytes, sent: In
     let resp = match client.post_json(spec.url, spec.key, body).await {
         Ok(r) => r,
         Err(SendError::Connect(e)) => return Sample::failed(Outcome::ConnectError, None, e),
+        Err(SendError::Proxy(e)) => return Sample::failed(Outcome::ProxyError, None, e),
         Err(SendError::Timeout) => return Sample::failed(Outcome::Timeout, None, "timed out"),
         Err(SendError::Other(e)) => return Sample::failed(Outcome::ProtocolError, None, e),
     };
@@ -473,23 +474,31 @@ impl StreamState {
 
 /// Why this event fails the request, if it does: an `error` field, an
 /// `event: error` (whatever its data says), or data that is not a chunk.
+/// The server's text arrives whole (bounded, a cut marked) and goes through
+/// [`redact::message`], which removes every key before it cuts.
 fn failure(
     event: Option<&[u8]>,
     data: &[u8],
     parsed: &Result<Chunk, chunk::ChunkError>,
 ) -> Option<String> {
-    match parsed {
+    let said = match parsed {
         Ok(Chunk::Data(ChunkInfo {
             error: Some(err), ..
-        })) => Some(format!("error event in stream: {}", one_line(err, 200))),
-        _ if event == Some(b"error") => Some(format!(
+        })) => format!("error event in stream: {err}"),
+        _ if event == Some(b"error") => format!(
             "error event in stream: {}",
-            one_line(&String::from_utf8_lossy(data), 200)
-        )),
-        Err(e) => Some(format!("bad chunk: {}", one_line(&e.to_string(), 200))),
-        Ok(_) => None,
-    }
+            chunk::bounded(&String::from_utf8_lossy(
+                &data[..data.len().min(chunk::MAX_KEPT_BYTES + 1)]
+            ))
+        ),
+        Err(e) => format!("bad chunk: {e}"),
+        Ok(_) => return None,
+    };
+    Some(redact::message(&said, MESSAGE_CHARS))
 }
+
+/// Longest message a failed request carries, in characters.
+const MESSAGE_CHARS: usize = 200;
 
 /// The start of a non-2xx body, on one line, without the key.
 async fn error_body(mut resp: crate::probe::client::Response) -> String {
@@ -509,35 +518,17 @@ async fn error_body(mut resp: crate::probe::client::Response) -> String {
         }
     }
     if whole {
-        return one_line(&String::from_utf8_lossy(&body), 200);
+        return redact::message(&String::from_utf8_lossy(&body), MESSAGE_CHARS);
     }
-    // Only the start was read: a character cut in two goes, and a key cut
-    // at the end is redacted from what is left.
+    // Only the start was read: a character cut in two goes, and the cut is
+    // marked, so that a key cut there is redacted from what is left.
     let valid = match std::str::from_utf8(&body) {
         Err(e) if e.error_len().is_none() => e.valid_up_to(),
         _ => body.len(),
     };
-    let text = String::from_utf8_lossy(&body[..valid]);
-    one_line(&redact::redact_start(&text), 200)
-}
-
-/// A server's text as part of a message: every secret removed (before the
-/// cut, so that no part of one is shown), whitespace collapsed, other control
-/// characters replaced (it must not put terminal escapes into a log), cut.
-fn one_line(text: &str, max_chars: usize) -> String {
-    let collapsed: String = redact::redact(text)
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .chars()
-        .map(|c| if c.is_control() { '\u{FFFD}' } else { c })
-        .collect();
-    if collapsed.chars().count() > max_chars {
-        let cut: String = collapsed.chars().take(max_chars).collect();
-        format!("{cut}...")
-    } else {
-        collapsed
-    }
+    let mut text = String::from_utf8_lossy(&body[..valid]).into_owned();
+    text.push(chunk::CUT_MARK);
+    redact::message(&text, MESSAGE_CHARS)
 }
 
 #[cfg(test)]
@@ -546,9 +537,12 @@ mod tests {
 
     #[test]
     fn one_line_keeps_server_text_off_the_terminal() {
-        assert_eq!(one_line("a\n b\r\n\tc", 10), "a b c");
-        assert_eq!(one_line("red \x1b[31mtext", 50), "red \u{FFFD}[31mtext");
-        assert_eq!(one_line("abcdef", 3), "abc...");
+        assert_eq!(redact::message("a\n b\r\n\tc", 10), "a b c");
+        assert_eq!(
+            redact::message("red \x1b[31mtext", 50),
+            "red \u{FFFD}[31mtext"
+        );
+        assert_eq!(redact::message("abcdef", 3), "abc...");
         let data = br#"{"error":{"message":"line one\nline two \u001b[2J"}}"#;
         let msg = failure(None, data, &chunk::interpret(data)).unwrap();
         assert_eq!(msg, "error event in stream: line one line two \u{FFFD}[2J");
@@ -736,5 +730,81 @@ mod tests {
         s.on_event(SseEvent { event: None, data }, Instant::now());
         let msg = s.failed.unwrap();
         assert_eq!(msg, "error event in stream: bad key Bearer [redacted]");
+    }
+
+    /// An OpenAI-style project key: 164 characters.
+    const LONG_KEY: &str = "sk-proj-Zq8vN3xR7tLm2KpW9sYc4HbJ6dFg1QaE5uVo0TiXyB3nM8kC7rL2wP4zS6jD9fG1hA5eU0qO3tI7vR2yN8bK6mX4cZ1sW9pL3dF7gJ5hQ2aE8uT0oY6iV4nB1kM9rC3xS7zW5pD2fG8jH4lA6eQ0uT9vW3xY";
+
+    /// The failure message of one error event carrying `text` as its message.
+    fn reported(text: &str) -> String {
+        let data = serde_json::json!({ "error": { "message": text } }).to_string();
+        let mut s = StreamState::new(Instant::now(), None);
+        s.on_event(
+            SseEvent {
+                event: None,
+                data: data.as_bytes(),
+            },
+            Instant::now(),
+        );
+        s.failed.expect("an error event fails the request")
+    }
+
+    /// A run of 5 of `key`'s characters found in `text`, if any: what a
+    /// message may show of a key is at most 3 characters (`redact::MIN_TAIL`).
+    fn leaked(text: &str, key: &str) -> Option<String> {
+        key.as_bytes()
+            .windows(5)
+            .map(|w| std::str::from_utf8(w).unwrap_or_default())
+            .find(|w| text.contains(w))
+            .map(str::to_owned)
+    }
+
+    #[test]
+    fn a_long_key_in_a_stream_error_never_leaks_at_any_offset() {
+        assert_eq!(LONG_KEY.len(), 164);
+        let _key = Secret::new(LONG_KEY.into());
+        for offset in 0..=300 {
+            let lead = "x".repeat(offset);
+            let split = format!("{}\n{}", &LONG_KEY[..70], &LONG_KEY[70..]);
+            for key in [LONG_KEY.to_string(), split] {
+                let text = format!(
+                    "Authentication error: {lead} Authorization: Bearer {key} was rejected by the upstream"
+                );
+                let msg = reported(&text);
+                // Whitespace is collapsed in a message: look with it gone too.
+                let joined: String = msg.split_whitespace().collect();
+                for shown in [&msg, &joined] {
+                    assert_eq!(leaked(shown, LONG_KEY), None, "offset {offset}: {msg}");
+                }
+                assert!(msg.starts_with("error event in stream: Authentication error:"));
+            }
+        }
+    }
+
+    #[test]
+    fn a_key_in_an_error_event_data_or_a_bad_chunk_never_leaks() {
+        let _key = Secret::new(LONG_KEY.into());
+        for offset in [0, 50, 150, 190, 250, 5000] {
+            let lead = "y".repeat(offset);
+            let raw = format!("upstream said {lead} Bearer {LONG_KEY} no");
+            let event = failure(
+                Some(b"error"),
+                raw.as_bytes(),
+                &chunk::interpret(raw.as_bytes()),
+            );
+            // serde's message quotes the string of a wrong-typed field.
+            let bad = format!(r#"{{"choices":[{{"delta":{{"content":"{lead} {LONG_KEY}"}}}}]}}"#)
+                .replace(r#""content":""#, r#""content":{"t":""#)
+                .replace(r#"}]}"#, r#"}}]}"#);
+            let shape = failure(None, bad.as_bytes(), &chunk::interpret(bad.as_bytes()));
+            for msg in [event.unwrap(), shape.unwrap()] {
+                assert_eq!(leaked(&msg, LONG_KEY), None, "offset {offset}: {msg}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_stream_layer_marks_its_cuts_as_redaction_expects() {
+        assert_eq!(chunk::CUT_MARK, redact::CUT_MARK);
     }
 }

@@ -2,7 +2,10 @@
 //! `key_file` (paths in config) read into a rustls client configuration, and
 //! the HTTP clients of a configuration: one shared by every target without
 //! such settings, one per distinct setting, built when the configuration is
-//! loaded, never per request (a thousand targets share a handful).
+//! loaded, never per request (a thousand targets share a handful). Each
+//! comes in two: direct, and (only when the environment sets a proxy
+//! variable) one that follows those variables, for the targets whose
+//! `proxy` is `environment`.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::BTreeMap;
@@ -14,7 +17,8 @@ use std::time::Duration;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::config::{ClientTls, Config, Target, TlsKey};
+use crate::config::proxy::{ProxyMode, ProxyVariables};
+use crate::config::{ClientTls, Config, Endpoint, Target, TlsKey};
 use crate::probe::client::Client;
 
 /// Whether `tls`'s files are readable and usable (for config checks).
@@ -123,23 +127,62 @@ fn certificates(shown: &str, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>,
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The HTTP clients of a configuration: a shared one, and one per distinct
-/// TLS setting of its targets. Cheap to clone.
+/// TLS setting of its targets; each with its proxied twin when the
+/// environment sets a proxy variable. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Clients {
     connect_timeout: Duration,
     shared: Client,
-    /// Per setting: its files' fingerprint and its client.
-    custom: Arc<BTreeMap<ClientTls, (u64, Client)>>,
+    /// The proxy variables of the environment, read once at the start.
+    proxies: Arc<ProxyVariables>,
+    /// The shared client's twin that follows them (None: none is set).
+    shared_proxied: Option<Client>,
+    /// Per setting: its clients.
+    custom: Arc<BTreeMap<ClientTls, Built>>,
+}
+
+/// The clients of one TLS setting.
+#[derive(Clone, Debug)]
+struct Built {
+    /// The files' fingerprint: a renewed certificate makes new clients.
+    fingerprint: u64,
+    direct: Client,
+    /// The twin that follows the proxy variables (None: none is set).
+    proxied: Option<Client>,
 }
 
 impl Clients {
-    /// Only the shared client.
+    /// Only the shared client (and its proxied twin), the proxy variables
+    /// read from the environment now.
     pub fn new(connect_timeout: Duration) -> Result<Clients, String> {
+        Clients::with_proxies(connect_timeout, ProxyVariables::from_env())
+    }
+
+    /// [`Clients::new`] with the given proxy variables.
+    pub fn with_proxies(
+        connect_timeout: Duration,
+        proxies: ProxyVariables,
+    ) -> Result<Clients, String> {
+        let proxies = Arc::new(proxies);
         Ok(Clients {
             connect_timeout,
             shared: Client::new(connect_timeout)?,
+            shared_proxied: Self::proxied(connect_timeout, None, &proxies)?,
+            proxies,
             custom: Arc::default(),
         })
+    }
+
+    /// The proxied twin of a client with `tls`, when a variable is set.
+    fn proxied(
+        connect_timeout: Duration,
+        tls: Option<rustls::ClientConfig>,
+        proxies: &Arc<ProxyVariables>,
+    ) -> Result<Option<Client>, String> {
+        if !proxies.any() {
+            return Ok(None);
+        }
+        Client::with_tls(connect_timeout, tls, Some(proxies.clone())).map(Some)
     }
 
     /// The clients of `config` from scratch, connecting within
@@ -167,35 +210,49 @@ impl Clients {
             let failed = |(key, e): (TlsKey, String)| format!("{}: {e}", key.name());
             let files = Files::read(tls).map_err(failed)?;
             let fingerprint = files.fingerprint();
-            let client = match self.custom.get(tls) {
-                Some((f, client)) if *f == fingerprint => client.clone(),
-                _ => Client::with_tls(
-                    self.connect_timeout,
-                    Some(files.client_config().map_err(failed)?),
-                )?,
+            let built = match self.custom.get(tls) {
+                Some(built) if built.fingerprint == fingerprint => built.clone(),
+                _ => {
+                    let config = files.client_config().map_err(failed)?;
+                    Built {
+                        fingerprint,
+                        direct: Client::with_tls(self.connect_timeout, Some(config.clone()), None)?,
+                        proxied: Self::proxied(self.connect_timeout, Some(config), &self.proxies)?,
+                    }
+                }
             };
-            custom.insert(tls.clone(), (fingerprint, client));
+            custom.insert(tls.clone(), built);
         }
         Ok(Clients {
             connect_timeout: self.connect_timeout,
             shared: self.shared.clone(),
+            proxies: self.proxies.clone(),
+            shared_proxied: self.shared_proxied.clone(),
             custom: Arc::new(custom),
         })
     }
 
     /// The client for `target`. One whose TLS setting was not built (not in
     /// the configuration these clients were made for) gets the shared one,
-    /// which fails its handshakes rather than trusting anything more.
+    /// which fails its handshakes rather than trusting anything more. The
+    /// proxied twin only for `proxy: environment`, never for the built-in
+    /// engine.
     pub fn for_target(&self, target: &Target) -> &Client {
-        match &target.tls {
-            None => &self.shared,
+        let proxied =
+            target.proxy == ProxyMode::Environment && matches!(target.endpoint, Endpoint::Url(_));
+        let (direct, twin) = match &target.tls {
+            None => (&self.shared, self.shared_proxied.as_ref()),
             Some(tls) => match self.custom.get(tls) {
-                Some((_, client)) => client,
+                Some(built) => (&built.direct, built.proxied.as_ref()),
                 None => {
                     tracing::error!(target_name = %target.name, "no HTTP client built for this target's TLS files; using the shared one");
-                    &self.shared
+                    (&self.shared, self.shared_proxied.as_ref())
                 }
             },
+        };
+        match twin {
+            Some(twin) if proxied => twin,
+            _ => direct,
         }
     }
 
@@ -205,7 +262,7 @@ impl Clients {
         let Some(tls) = &target.tls else {
             return false;
         };
-        let fingerprint = |c: &Clients| c.custom.get(tls).map(|(f, _)| *f);
+        let fingerprint = |c: &Clients| c.custom.get(tls).map(|b| b.fingerprint);
         fingerprint(self) != fingerprint(other)
     }
 }

@@ -18,6 +18,9 @@ pub enum Outcome {
     Timeout,
     /// The connection could not be opened (refused, DNS, TLS).
     ConnectError,
+    /// The request was to go through a proxy (`proxy: environment`) that
+    /// could not be reached or refused the tunnel: the server was not reached.
+    ProxyError,
     /// Bad stream, bad JSON, missing fields, error event, reset mid-stream.
     ProtocolError,
     /// Stopped by shutdown or reload before it finished.
@@ -26,13 +29,14 @@ pub enum Outcome {
 
 impl Outcome {
     /// Every outcome, in exposition order.
-    pub const ALL: [Outcome; 8] = [
+    pub const ALL: [Outcome; 9] = [
         Outcome::Ok,
         Outcome::Shed,
         Outcome::RateLimited,
         Outcome::HttpError,
         Outcome::Timeout,
         Outcome::ConnectError,
+        Outcome::ProxyError,
         Outcome::ProtocolError,
         Outcome::Cancelled,
     ];
@@ -46,6 +50,7 @@ impl Outcome {
             Outcome::HttpError => "http_error",
             Outcome::Timeout => "timeout",
             Outcome::ConnectError => "connect_error",
+            Outcome::ProxyError => "proxy_error",
             Outcome::ProtocolError => "protocol_error",
             Outcome::Cancelled => "cancelled",
         }

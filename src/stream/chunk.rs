@@ -13,10 +13,14 @@ use std::marker::PhantomData;
 use serde::de::{self, value::MapAccessDeserializer, Deserializer, IgnoredAny, Visitor};
 use serde::Deserialize;
 
-/// Longest server error message kept, in characters.
-const MAX_ERROR_CHARS: usize = 200;
-/// Longest parser message kept, in bytes: parser messages may quote the input.
-const MAX_ECHO_BYTES: usize = 100;
+/// Longest server error message kept, in bytes. Kept whole up to this (not
+/// cut to what a message shows): redaction runs on the finished message,
+/// and a key it sees only in part could not be found.
+pub const MAX_KEPT_BYTES: usize = 4096;
+
+/// Ends a text cut short at [`MAX_KEPT_BYTES`]: redaction (`config/redact.rs`,
+/// the same character) then also replaces a key's start right before it.
+pub const CUT_MARK: char = '\u{2026}';
 
 /// What one event's data says.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,7 +48,8 @@ pub struct ChunkInfo {
     pub finish_reason: Option<String>,
     /// The usage report, when this chunk holds a non-null one.
     pub usage: Option<Usage>,
-    /// Message of an error the server sent mid-stream (at most 200 characters).
+    /// Message of an error the server sent mid-stream, as sent (at most
+    /// [`MAX_KEPT_BYTES`], then [`CUT_MARK`]); not yet redacted.
     pub error: Option<String>,
 }
 
@@ -63,7 +68,8 @@ pub struct Usage {
     pub reasoning_tokens: Option<u64>,
 }
 
-/// Why an event's data is not a chunk; messages quote at most ~100 bytes of it.
+/// Why an event's data is not a chunk; messages quote at most
+/// [`MAX_KEPT_BYTES`] of it (then [`CUT_MARK`]), not yet redacted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChunkError {
     /// The data is not UTF-8, so it cannot be JSON.
@@ -259,13 +265,13 @@ impl<'de> Deserialize<'de> for ObjectIsError {
     }
 }
 
-/// A string, truncated for keeping; any other type reads as None.
+/// A string, bounded for keeping; any other type reads as None.
 #[derive(Default)]
 struct LenientText(Option<String>);
 
 impl<'de> Deserialize<'de> for LenientText {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(StrOrIgnore(|s: &str| Some(truncate_chars(s)), PhantomData))
+        d.deserialize_any(StrOrIgnore(|s: &str| Some(bounded(s)), PhantomData))
             .map(LenientText)
     }
 }
@@ -326,7 +332,7 @@ impl<'de> Deserialize<'de> for ErrorField {
                 f.write_str("an error string or object")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(Some(truncate_chars(v)))
+                Ok(Some(bounded(v)))
             }
             fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
                 Ok(None)
@@ -358,26 +364,29 @@ impl<'de> Deserialize<'de> for ErrorField {
     }
 }
 
-/// The first [`MAX_ERROR_CHARS`] characters of a server message.
-fn truncate_chars(s: &str) -> String {
-    match s.char_indices().nth(MAX_ERROR_CHARS) {
-        Some((end, _)) => s[..end].to_owned(),
-        None => s.to_owned(),
+/// `s` whole up to [`MAX_KEPT_BYTES`], else its start up to there (at a
+/// character boundary) and [`CUT_MARK`].
+pub fn bounded(s: &str) -> String {
+    if s.len() <= MAX_KEPT_BYTES {
+        return s.to_owned();
     }
+    let mut end = MAX_KEPT_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut kept = String::with_capacity(end + CUT_MARK.len_utf8());
+    kept.push_str(&s[..end]);
+    kept.push(CUT_MARK);
+    kept
 }
 
-/// serde_json quotes offending strings whole; keep the message short, but
-/// keep the position, which is what one needs to find the problem.
+/// serde_json quotes offending strings whole; keep the message bounded, and
+/// the position, which is what one needs to find the problem.
 fn json_error(err: &serde_json::Error) -> ChunkError {
     let full = err.to_string();
     let position = format!(" at line {} column {}", err.line(), err.column());
     let message = full.strip_suffix(&position).unwrap_or(&full);
-    let mut end = message.len().min(MAX_ECHO_BYTES);
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    let ellipsis = if end < message.len() { "…" } else { "" };
-    let short = format!("{}{ellipsis}{position}", &message[..end]);
+    let short = format!("{}{position}", bounded(message));
     match err.classify() {
         serde_json::error::Category::Data => ChunkError::UnexpectedShape(short),
         _ => ChunkError::InvalidJson(short),
@@ -652,10 +661,14 @@ mod tests {
                 .as_deref(),
             Some("Input validation error")
         );
+        // Kept whole up to the bound (redaction needs it whole), then cut
+        // at a character boundary, with the mark.
         let long = "é".repeat(500);
         let got = info(&format!(r#"{{"error":"{long}"}}"#)).error.unwrap();
-        assert_eq!(got.chars().count(), 200);
-        assert_eq!(got, "é".repeat(200));
+        assert_eq!(got, long);
+        let longer = "é".repeat(3000);
+        let got = info(&format!(r#"{{"error":"{longer}"}}"#)).error.unwrap();
+        assert_eq!(got, format!("{}{CUT_MARK}", "é".repeat(MAX_KEPT_BYTES / 2)));
     }
 
     #[test]
@@ -754,9 +767,13 @@ mod tests {
         let long = "x".repeat(10_000);
         let err = interpret(choice(&format!(r#""{long}""#), "null").as_bytes()).unwrap_err();
         let message = err.to_string();
-        assert!(message.len() < 200, "{} bytes: {message}", message.len());
         assert!(
-            message.contains("…") && message.contains("at line 1 column"),
+            message.len() < MAX_KEPT_BYTES + 100,
+            "{} bytes: {message}",
+            message.len()
+        );
+        assert!(
+            message.contains(CUT_MARK) && message.contains("at line 1 column"),
             "{message}"
         );
     }
@@ -799,7 +816,7 @@ mod tests {
             data.extend_from_slice(&insert);
             data.extend_from_slice(&base.as_bytes()[end..]);
             if let Err(err) = interpret(&data) {
-                prop_assert!(err.to_string().len() < 250);
+                prop_assert!(err.to_string().len() < MAX_KEPT_BYTES + 100);
             }
         }
     }

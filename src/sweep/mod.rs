@@ -285,13 +285,17 @@ impl Ending {
 /// A sweep in which no request reached the server did not measure anything.
 fn unreachable_error(workloads: &[WorkloadReport]) -> Option<String> {
     let levels = workloads.iter().flat_map(|w| &w.levels);
-    let (mut total, mut unreachable) = (0, 0);
+    let (mut total, mut unreachable, mut proxy) = (0, 0, 0);
     for l in levels {
         total += l.requests;
         unreachable += l.count(Outcome::ConnectError);
+        proxy += l.count(Outcome::ProxyError);
     }
-    (total > 0 && unreachable == total)
-        .then(|| "no request could connect to the server".to_string())
+    match (total > 0 && unreachable + proxy == total, proxy > 0) {
+        (false, _) => None,
+        (true, false) => Some("no request could connect to the server".to_string()),
+        (true, true) => Some("no request got through the proxy to the server".to_string()),
+    }
 }
 
 /// Runs one workload: warm-up, then its levels. Err: an answer showed that
