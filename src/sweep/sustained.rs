@@ -58,7 +58,11 @@ pub(crate) fn plan(settings: &SustainedSearch, last: Option<&Sustained>, knee: u
         return Plan::None;
     }
     match last {
-        Some(s) if s.sweeps_since_measured + 1 < settings.every => {
+        // A search that measured nothing is tried again at the next sweep.
+        Some(s)
+            if s.status != SustainedStatus::NotMeasured
+                && s.sweeps_since_measured + 1 < settings.every =>
+        {
             let mut carried = s.clone();
             carried.sweeps_since_measured += 1;
             Plan::Carry(carried)
@@ -306,6 +310,9 @@ mod tests {
             Plan::Search(Some(s)) => assert_eq!(s.requests_per_second, Some(5.0)),
             _ => panic!("the fourth sweep should search"),
         }
+        let mut failed = last(0);
+        failed.status = SustainedStatus::NotMeasured;
+        assert!(matches!(plan(&every4, Some(&failed), 8), Plan::Search(Some(_))));
         let off = SustainedSearch { every: 0, ..every4 };
         assert!(matches!(plan(&off, None, 8), Plan::None));
         assert!(matches!(plan(&every4, Some(&last(0)), 0), Plan::None));
