@@ -105,6 +105,13 @@ pub async fn run(
 
     let sinks = Sinks::standard(&metrics, &statuses);
     let mut scheduler = Scheduler::new(sinks, metrics.clone(), clients);
+    if let Some(dir) = &config.state_dir {
+        // Never fatal: without it, loops start from nothing, as before.
+        match schedule::state::StateDir::open(dir) {
+            Ok(state) => scheduler.keep_state_in(state),
+            Err(e) => tracing::warn!(error = %e, "no state kept between runs"),
+        }
+    }
     let mut fleet = Fleet::new();
     fleet.configure_later(&config);
     // The discovery files are read off this loop, as every later read.
@@ -221,6 +228,9 @@ async fn reload_config(
         Ok((new, clients)) => {
             if new.listen != current.listen {
                 tracing::warn!(listen = %new.listen, "`listen` changes take effect only after a restart");
+            }
+            if new.state_dir != current.state_dir {
+                tracing::warn!("`state_dir` changes take effect only after a restart");
             }
             // The discovery files are read again off the loop, at once.
             fleet.configure_later(&new);

@@ -104,6 +104,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             targets,
             format,
             output,
+            state,
         } => {
             let config = match llmprobe::load_config(&path) {
                 Ok(c) => c,
@@ -118,9 +119,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             } else {
                 Arc::new(NoObserver)
             };
-            let reports = schedule::once::sweep(&config, &targets, observer.clone())
-                .await
-                .map_err(anyhow::Error::msg)?;
+            let reports =
+                schedule::once::sweep_from(&config, &targets, observer.clone(), state.as_deref())
+                    .await
+                    .map_err(anyhow::Error::msg)?;
             let pairs = schedule::once::measure_pairs(&config, &targets, observer)
                 .await
                 .map_err(anyhow::Error::msg)?;

@@ -480,6 +480,7 @@ fn systemd_unit_has_the_required_settings() {
         "ExecReload=/usr/bin/llmprobe check-config --config /etc/llmprobe/llmprobe.yaml",
         "ExecReload=/bin/kill -HUP $MAINPID",
         "DynamicUser=yes",
+        "StateDirectory=llmprobe",
         "NoNewPrivileges=yes",
         "CapabilityBoundingSet=",
         "ProtectSystem=strict",

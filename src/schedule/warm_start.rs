@@ -6,6 +6,8 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 use crate::config::gentle::Resolution;
 use crate::stats::report::SweepReport;
 use crate::sweep::ladder::WarmStart;
@@ -14,7 +16,7 @@ pub use crate::stats::report::SweepKind as Kind;
 
 /// What a sweep found for one workload: its knee and the lowest level
 /// that broke above it (None when every level passed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Found {
     /// The knee (0: even the baseline broke).
     pub knee: u32,
@@ -50,6 +52,15 @@ pub struct Plan {
     pub warm: BTreeMap<String, WarmStart>,
 }
 
+/// What a planner carries from sweep to sweep (its settings come from the
+/// target): saved with the loop's state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Saved {
+    since_full: u32,
+    last: Option<BTreeMap<String, Found>>,
+    force_full: bool,
+}
+
 /// The planner of one target's loop.
 #[derive(Debug, Clone)]
 pub struct Planner {
@@ -74,6 +85,28 @@ impl Planner {
             last: None,
             force_full: true,
         }
+    }
+
+    /// What it carries, to be saved.
+    pub fn saved(&self) -> Saved {
+        Saved {
+            since_full: self.since_full,
+            last: self.last.clone(),
+            force_full: self.force_full,
+        }
+    }
+
+    /// Whether a saved planner read from a file is one a loop could have
+    /// written (its counter far from overflow).
+    pub fn plausible(saved: &Saved) -> bool {
+        saved.since_full <= 1 << 20
+    }
+
+    /// Takes up where a saved planner stopped.
+    pub fn restore(&mut self, saved: Saved) {
+        self.since_full = saved.since_full;
+        self.last = saved.last;
+        self.force_full = saved.force_full;
     }
 
     /// The next sweep's plan.

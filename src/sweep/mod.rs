@@ -111,6 +111,13 @@ pub async fn run_after(
         found = signals::locate(client, target, base_url) => found,
         _ = cancel.cancelled() => Default::default(),
     };
+    // A warm start rests on the knee of the server the loop last swept:
+    // another one (a restart may meet an upgraded server) climbs in full.
+    let warm = warm.filter(|_| {
+        prior
+            .latest
+            .map_or(true, |l| evidence::same_server(&l.setup, &setup))
+    });
     if setup.model_listed == Some(false) {
         tracing::warn!(
             target_name = %target.name,
