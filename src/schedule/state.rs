@@ -40,6 +40,9 @@ struct StateFile {
     target: String,
     model: String,
     endpoint: String,
+    /// A digest of the SLO the pooled counts were judged against (a level's
+    /// `slow` count depends on the p95 limit): another SLO, another state.
+    slo: String,
     saved_at_unix_seconds: f64,
     memory: Saved,
 }
@@ -137,6 +140,11 @@ fn endpoint(target: &Target) -> String {
     format!("{:016x}", fnv1a(text.as_bytes()))
 }
 
+/// What the target's SLO is, digested.
+fn slo(target: &Target) -> String {
+    format!("{:016x}", fnv1a(format!("{:?}", target.slo).as_bytes()))
+}
+
 /// FNV-1a, 64 bits: stable across builds and Rust versions (std's hasher
 /// is not), which file names must be.
 fn fnv1a(bytes: &[u8]) -> u64 {
@@ -173,6 +181,7 @@ fn encode(target: &Target, mut memory: Saved, now: f64) -> Result<Vec<u8>, Strin
             target: target.name.clone(),
             model: target.model.clone(),
             endpoint: endpoint(target),
+            slo: slo(target),
             saved_at_unix_seconds: now,
             memory,
         };
@@ -213,6 +222,9 @@ fn decode(bytes: &[u8], target: &Target, interval: Duration, now: f64) -> Result
             "it is the state of another target (`{}`, model `{}`) or endpoint",
             file.target, file.model
         ));
+    }
+    if file.slo != slo(target) {
+        return Err("it was saved under another SLO: its counts were judged against it".into());
     }
     if !file.memory.plausible() {
         return Err("corrupt state file: counts no loop could have saved".into());
@@ -326,6 +338,11 @@ mod tests {
         let bytes = encode(&t, memory_of(&t, 1).saved(), 1000.0).unwrap();
         let other_url = target("w1", "http://10.0.0.6:8000/v1");
         let other_name = target("w2", "http://10.0.0.5:8000/v1");
+        let mut other_slo = t.clone();
+        other_slo.slo.max_error_ratio = 0.1;
+        assert!(decode(&bytes, &other_slo, HOUR, 1000.0)
+            .unwrap_err()
+            .contains("another SLO"));
         assert!(decode(&bytes, &other_url, HOUR, 1000.0)
             .unwrap_err()
             .contains("another target"));
