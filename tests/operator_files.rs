@@ -779,6 +779,7 @@ const KNOWN_METRICS: &[&str] = &[
     "llmprobe_sweep_verdict_pooled_sweeps",
     "llmprobe_sweep_verdict_lower_bound_ratio",
     "llmprobe_capacity_knee_concurrency",
+    "llmprobe_capacity_knee_decided",
     "llmprobe_capacity_knee_lower_bound",
     "llmprobe_capacity_knee_carried_over",
     "llmprobe_capacity_knee_measured_timestamp_seconds",

@@ -251,6 +251,7 @@ fn good_report() -> SweepReport {
                     levels_not_measured: Vec::new(),
                     knee_carried_over: false,
                     knee_measured_at_unix_seconds: None,
+                    knee_undecided: false,
                 },
             },
             WorkloadReport {
@@ -290,6 +291,7 @@ fn good_report() -> SweepReport {
                     levels_not_measured: Vec::new(),
                     knee_carried_over: false,
                     knee_measured_at_unix_seconds: None,
+                    knee_undecided: false,
                 },
             },
         ],
@@ -344,6 +346,7 @@ fn failed_report() -> SweepReport {
                 levels_not_measured: Vec::new(),
                 knee_carried_over: false,
                 knee_measured_at_unix_seconds: None,
+                knee_undecided: false,
             },
         }],
     }

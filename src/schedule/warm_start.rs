@@ -34,7 +34,7 @@ pub fn found_in(report: &SweepReport) -> Option<BTreeMap<String, Found>> {
         let broken = w
             .levels
             .iter()
-            .filter(|l| l.concurrency > knee && !l.within_slo)
+            .filter(|l| l.concurrency > knee && !l.within_slo && !l.undecided())
             .map(|l| l.concurrency)
             .min();
         (w.workload.clone(), Found { knee, broken })

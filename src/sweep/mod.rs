@@ -447,7 +447,7 @@ async fn run_workload(
             level::mark_stopped_early(&mut summary, breach, planned);
         }
         settle = summary.stopped_early.is_some();
-        ladder.record(concurrency, summary.within_slo && summary.kept_concurrency);
+        ladder.record(concurrency, !summary.stops_knee());
         levels.push(summary);
     }
     levels.sort_by_key(|l| l.concurrency);
@@ -455,7 +455,7 @@ async fn run_workload(
     // keep its concurrency, else what kept a level from being measured.
     let stopped_because = levels
         .iter()
-        .find(|l| !l.within_slo || !l.kept_concurrency)
+        .find(|l| l.stops_knee())
         .map(|l| {
             if !l.within_slo {
                 slo_breach(l, &target)
@@ -510,7 +510,14 @@ async fn run_workload(
         target.headroom,
         stopped_because,
     );
-    capacity.limit = Some(limit::of(&levels, capacity.knee_concurrency, &target.slo));
+    let earlier = |c| pool(c).window;
+    limit::settle(
+        &mut capacity,
+        &levels,
+        &earlier,
+        &target.slo,
+        target.verdict_confidence,
+    );
     Ok(WorkloadReport {
         workload: workload.name.clone(),
         levels,
@@ -550,7 +557,8 @@ struct Judged {
 /// planned count `n`, then, while the verdict (pooled with what earlier
 /// sweeps saw, `prior`) is undecided, `n` more, up to the target's
 /// `verdict_ceiling` times `n`. Still undecided, the level counts as it was
-/// last decided on this server, or as a break when it never was.
+/// last decided on this server, or, when it never was, as undecided: it
+/// neither raises nor lowers the knee, which says so.
 async fn judge_level(
     run: &closed_loop::Run,
     target: &Target,
@@ -593,7 +601,8 @@ async fn judge_level(
             });
         }
         if verdict.decision == Decision::Undecided && !verdict.change_seen {
-            verdict.counted_as = prior.last_decided.unwrap_or(Decision::Break);
+            // Never decided here: neither a pass nor a break (stats::knee).
+            verdict.counted_as = prior.last_decided.unwrap_or(Decision::Undecided);
         }
         let more = verdict.decision == Decision::Undecided
             && planned < ceiling
@@ -665,8 +674,14 @@ fn evidence_text(v: &Verdict) -> String {
     match v.decision {
         Decision::Undecided => format!(
             "undecided: {by} over its limit but not at {confidence}% confidence after {} requests{pooled} \
-             (verdict_ceiling reached; counted as a break: never decided here, or the server changed)",
-            v.requests
+             (verdict_ceiling reached; counted as {}: {})",
+            v.requests,
+            v.counted_as.as_str(),
+            if v.counted_as == Decision::Undecided {
+                "never decided here, it neither raises nor lowers the knee"
+            } else {
+                "as last decided on this server"
+            }
         ),
         _ => format!("{by} decided at {confidence}% confidence on {} requests{pooled}", v.requests),
     }
