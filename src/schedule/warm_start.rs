@@ -134,7 +134,12 @@ impl Planner {
                     },
                 )
             })
-            .collect();
+            .collect::<BTreeMap<_, _>>();
+        // Every workload's knee was 0: each climbs from level 1, which is a
+        // full sweep, and is counted as one (`kind="full"`).
+        if warm.is_empty() {
+            return full;
+        }
         Plan {
             kind: Kind::Warm,
             warm,
@@ -255,9 +260,12 @@ mod tests {
                 seeds: vec![13, 14]
             }
         );
-        // A workload whose baseline broke starts from level 1 anyway.
+        // A workload whose baseline broke starts from level 1 anyway: with
+        // no other workload, that is a full sweep, and says so.
         p.record(Kind::Full, found(0, Some(1)));
-        assert!(p.plan().warm.is_empty());
+        let plan = p.plan();
+        assert!(plan.warm.is_empty());
+        assert_eq!(plan.kind, Kind::Full);
     }
 
     #[test]

@@ -16,13 +16,16 @@ pub const KV_CACHE_FULL: f64 = 0.9;
 pub const QUEUED: f64 = 0.5;
 
 /// Sets the limit of a workload's `capacity` from the `levels` it measured
-/// (sorted by concurrency), judged at `confidence`. When requests fail
+/// and those `carried` for it from an earlier sweep (each sorted by
+/// concurrency; a knee that rests on carried levels takes its limit from
+/// the first level above it, carried or not), judged at `confidence`. When requests fail
 /// whatever the load ([`fails_at_every_load`]) the knee is 0 and the limit
 /// [`Limit::ErrorsAtEveryLoad`]: a server that fails 10% of requests at
 /// level 1 as at level 16 has a health problem, not a capacity of 1.
 pub fn settle(
     capacity: &mut Capacity,
     levels: &[LevelSummary],
+    carried: &[LevelSummary],
     earlier: &dyn Fn(u32) -> Vec<Counts>,
     slo: &Slo,
     confidence: f64,
@@ -44,7 +47,9 @@ pub fn settle(
         };
         return;
     }
-    capacity.limit = Some(of(levels, capacity.knee_concurrency, slo));
+    let mut all: Vec<&LevelSummary> = levels.iter().chain(carried).collect();
+    all.sort_by_key(|l| l.concurrency);
+    capacity.limit = Some(first_break(&all, capacity.knee_concurrency, slo));
 }
 
 /// Whether requests fail whatever the load: the lowest level broke on
@@ -100,6 +105,11 @@ pub fn fails_at_every_load(
 /// by concurrency: the first level above the knee that broke the SLO says
 /// it (an undecided level broke nothing).
 pub fn of(levels: &[LevelSummary], knee: u32, slo: &Slo) -> Limit {
+    first_break(&levels.iter().collect::<Vec<_>>(), knee, slo)
+}
+
+/// [`of`], over levels gathered from several lists.
+fn first_break(levels: &[&LevelSummary], knee: u32, slo: &Slo) -> Limit {
     let Some(broken) = levels
         .iter()
         .filter(|l| l.concurrency > knee)
@@ -250,7 +260,7 @@ mod tests {
 
     fn settled(levels: &[LevelSummary]) -> Capacity {
         let mut c = crate::stats::knee::capacity(levels, 0.9, None);
-        settle(&mut c, levels, &|_| Vec::new(), &slo(), 0.95);
+        settle(&mut c, levels, &[], &|_| Vec::new(), &slo(), 0.95);
         c
     }
 
@@ -305,6 +315,26 @@ mod tests {
         let c = settled(&two);
         assert_eq!((c.knee_concurrency, c.limit), (16, Some(Limit::NotReached)));
         assert!(c.knee_undecided);
+    }
+
+    #[test]
+    fn a_knee_resting_on_carried_levels_takes_its_limit_from_them() {
+        use Decision::Pass;
+        // Levels 1 to 8 measured now; 16 could not have its places, and the
+        // earlier sweep's 16, which shed, stands in for it.
+        let measured = [
+            failing(1, 8, 0, Pass),
+            failing(2, 8, 0, Pass),
+            failing(4, 12, 0, Pass),
+            failing(8, 24, 0, Pass),
+        ];
+        let mut shed = level(16, false, None);
+        shed.shed_ratio = 0.5;
+        shed.kept_concurrency = true;
+        let carried = [shed];
+        let mut c = crate::stats::carry::capacity(&measured, &carried, &[16], 0.9, None);
+        settle(&mut c, &measured, &carried, &|_| Vec::new(), &slo(), 0.95);
+        assert_eq!((c.knee_concurrency, c.limit), (8, Some(Limit::Shed)));
     }
 
     #[test]

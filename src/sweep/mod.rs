@@ -514,6 +514,7 @@ async fn run_workload(
     limit::settle(
         &mut capacity,
         &levels,
+        &carried_levels,
         &earlier,
         &target.slo,
         target.verdict_confidence,
