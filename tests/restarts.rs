@@ -101,8 +101,12 @@ async fn a_restarted_daemon_starts_from_its_state() {
     let dir = scratch.join("state");
     let yaml = config(&dir);
 
-    let (first, _) = run_until(&yaml, &[], &dir, 2).await;
+    run_until(&yaml, &[], &dir, 2).await;
+    // Read once the daemon has stopped: a sweep may have ended meanwhile.
+    let first: Value =
+        serde_json::from_slice(&std::fs::read(state_file(&dir).unwrap()).unwrap()).unwrap();
     let before = first["memory"]["evidence"]["sweeps"].as_u64().unwrap();
+    assert!(before >= 2, "{first:#}");
     assert_eq!(first["version"], 1);
     assert_eq!(first["target"], "sim");
 
@@ -209,5 +213,38 @@ async fn a_reload_that_changes_only_the_jitter_keeps_every_loop() {
     let logs = logs(&daemon);
     assert!(logs.contains("configuration reloaded"), "{logs}");
     assert_eq!(logs.matches("stopping measurement").count(), 0, "{logs}");
+    assert!(daemon.stop(WAIT).success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loop_a_reload_restarts_starts_from_the_state() {
+    let scratch = ScratchDir::new("restarts-reload");
+    let dir = scratch.join("state");
+    let path = scratch.join("llmprobe.yaml");
+    std::fs::write(&path, config(&dir)).unwrap();
+    let daemon = Running::start(&path, &[]);
+    daemon.ready(WAIT).await;
+    state_after(&dir, 1, &daemon).await;
+    assert!(!logs(&daemon).contains("started from the saved state"));
+    // A label is the target's own setting: its loop restarts.
+    let changed = config(&dir).replace("seed: 11 }", "seed: 11 }\n    labels: { gpu: \"sim\" }");
+    assert_ne!(changed, config(&dir));
+    std::fs::write(&path, changed).unwrap();
+    let r = reqwest::Client::new()
+        .post(daemon.url("/-/reload"))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{:?}", r.text().await);
+    wait::poll("the restarted loop", WAIT, || async {
+        let logs = logs(&daemon);
+        if logs.contains("started from the saved state") {
+            Ok(())
+        } else {
+            Err(daemon.process.tail())
+        }
+    })
+    .await;
+    assert_eq!(logs(&daemon).matches("stopping measurement").count(), 1);
     assert!(daemon.stop(WAIT).success());
 }
