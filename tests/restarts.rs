@@ -248,3 +248,60 @@ async fn a_loop_a_reload_restarts_starts_from_the_state() {
     assert_eq!(logs(&daemon).matches("stopping measurement").count(), 1);
     assert!(daemon.stop(WAIT).success());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_state_dir_a_reload_hands_a_loop_its_memory() {
+    let scratch = ScratchDir::new("restarts-handoff");
+    let path = scratch.join("llmprobe.yaml");
+    let yaml = config(&scratch.join("unused")).replace(
+        &format!("state_dir: {}", scratch.join("unused").display()),
+        "state_dir: \"\"",
+    );
+    assert!(yaml.contains("state_dir: \"\""));
+    std::fs::write(&path, &yaml).unwrap();
+    let daemon = Running::start(&path, &[]);
+    daemon.ready(WAIT).await;
+    let finished = |n: usize| {
+        let daemon = &daemon;
+        async move {
+            wait::poll("sweeps", WAIT, || async {
+                let logs = logs(daemon);
+                if logs.matches("sweep finished").count() >= n {
+                    Ok(())
+                } else {
+                    Err(daemon.process.tail())
+                }
+            })
+            .await
+        }
+    };
+    finished(2).await;
+    let changed = yaml.replace("seed: 11 }", "seed: 11 }\n    labels: { gpu: \"sim\" }");
+    std::fs::write(&path, changed).unwrap();
+    let r = reqwest::Client::new()
+        .post(daemon.url("/-/reload"))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{:?}", r.text().await);
+    wait::poll("the restarted loop", WAIT, || async {
+        let logs = logs(&daemon);
+        match logs
+            .lines()
+            .find(|l| l.contains("started from the saved state"))
+        {
+            Some(line) => Ok(line.to_string()),
+            None => Err(daemon.process.tail()),
+        }
+    })
+    .await;
+    let logs = logs(&daemon);
+    let line = logs
+        .lines()
+        .find(|l| l.contains("started from the saved state"))
+        .unwrap();
+    assert!(line.contains("previous loop"), "{line}");
+    assert!(!line.contains("pooled_sweeps=0"), "{line}");
+    assert!(!scratch.join("unused").exists(), "no state written");
+    assert!(daemon.stop(WAIT).success());
+}

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{GatewayPair, Schedule, Target};
 use crate::metrics::Metrics;
 use crate::schedule::endpoint::{self, Reachable};
+use crate::schedule::handoff::Handoff;
 use crate::schedule::idle_gate::{self, IdleGate};
 use crate::schedule::jitter::jittered;
 use crate::schedule::memory::Memory;
@@ -58,6 +59,14 @@ pub(crate) enum Measured<'a> {
     Pair(Box<PairReport>),
 }
 
+/// Where a target's loop finds and keeps what it learnt.
+pub(crate) struct Keep {
+    /// The state directory, if any.
+    pub dir: Option<Arc<StateDir>>,
+    /// What a stopped loop left for the loop started in its place.
+    pub handoff: Arc<Handoff>,
+}
+
 /// What every loop publishes to.
 #[derive(Clone)]
 pub(crate) struct Outputs {
@@ -69,14 +78,15 @@ pub(crate) struct Outputs {
 
 /// Runs `job` every interval of `schedule` (as it is at each round: a
 /// reload may change it), starting after `offset`, until `env.cancel`
-/// fires; a target's loop starts from, and keeps, its state in `state`.
+/// fires; a target's loop starts from what the loop it replaces left, else
+/// its saved state, and keeps its state (`keep`).
 pub(crate) async fn run(
     job: Job,
     env: SweepEnv,
     schedule: watch::Receiver<Schedule>,
     offset: Duration,
     out: Outputs,
-    state: Option<Arc<StateDir>>,
+    keep: Keep,
 ) {
     let cancel = env.cancel.clone();
     if cancel.is_cancelled() {
@@ -98,14 +108,22 @@ pub(crate) async fn run(
         }
     };
     job.started(&out);
-    // A new loop (first start, a restart, or a reload that changed the
-    // target) starts from the target's saved state, else from nothing.
+    // A new loop (first start, a restart, or a reload that restarted it)
+    // starts from what the loop it replaces left, else from the target's
+    // saved state, else from nothing.
     let mut memory = job.memory();
-    if let (Some(m), Job::Target(t), Some(dir)) = (&mut memory, &job, &state) {
+    if let (Some(m), Job::Target(t)) = (&mut memory, &job) {
         let interval = schedule.borrow().interval;
-        if let Some(saved) = load(dir, t, interval).await {
+        let found = match keep.handoff.take(t) {
+            Some(saved) => Some((saved, "previous loop")),
+            None => match &keep.dir {
+                Some(dir) => load(dir, t, interval).await.map(|s| (s, "state_dir")),
+                None => None,
+            },
+        };
+        if let Some((saved, source)) = found {
             *m = Memory::restored(t, saved);
-            tracing::info!(target_name = %t.name, pooled_sweeps = m.pooled_sweeps(), "started from the saved state");
+            tracing::info!(target_name = %t.name, source, pooled_sweeps = m.pooled_sweeps(), "started from the saved state");
         }
     }
     let mut save_failed = false;
@@ -122,7 +140,7 @@ pub(crate) async fn run(
         measured.publish(&out);
         if let (Some(m), Measured::Sweep(_, report)) = (&mut memory, measured) {
             m.record(report);
-            if let (Some(dir), Job::Target(t)) = (&state, &job) {
+            if let (Some(dir), Job::Target(t)) = (&keep.dir, &job) {
                 save(dir, t, m, &mut save_failed).await;
             }
         }
@@ -132,6 +150,11 @@ pub(crate) async fn run(
             _ = tokio::time::sleep(wait) => {}
             _ = cancel.cancelled() => break,
         }
+    }
+    // Stopped (by a reload, or at shutdown): the loop started in its place
+    // takes up from here.
+    if let (Some(m), Job::Target(t)) = (&memory, &job) {
+        keep.handoff.leave(t, m.saved());
     }
 }
 

@@ -9,6 +9,7 @@
 //! one-shot `llmprobe sweep`, measuring each job as one round of its loop.
 
 pub mod endpoint;
+mod handoff;
 pub mod idle_gate;
 mod jitter;
 mod job;
@@ -33,8 +34,9 @@ use crate::sinks::Sinks;
 use crate::stats::sample::Sample;
 use crate::sweep::interleaved::pair_targets;
 use crate::sweep::{Observer, SweepEnv};
+use handoff::Handoff;
 pub use jitter::jittered;
-use job::{Job, Outputs};
+use job::{Job, Keep, Outputs};
 use state::StateDir;
 
 /// Names a loop: targets and gateway pairs have names of their own.
@@ -84,6 +86,8 @@ pub struct Scheduler {
     timing: Option<watch::Sender<Schedule>>,
     /// Where target loops keep their state, if anywhere.
     state: Option<Arc<StateDir>>,
+    /// What stopped target loops left for the loops started in their place.
+    handoff: Arc<Handoff>,
 }
 
 /// Feeds every measured request into the running totals.
@@ -139,6 +143,7 @@ impl Scheduler {
             root: CancellationToken::new(),
             timing: None,
             state: None,
+            handoff: Arc::default(),
         }
     }
 
@@ -278,7 +283,10 @@ impl Scheduler {
             timing,
             offset,
             self.out.clone(),
-            self.state.clone(),
+            Keep {
+                dir: self.state.clone(),
+                handoff: self.handoff.clone(),
+            },
         );
         let guard = ended.clone().drop_guard();
         let handle = tokio::spawn(async move {
@@ -314,6 +322,7 @@ impl Scheduler {
         }
         let guard = done.drop_guard();
         let out = self.out.clone();
+        let handoff = self.handoff.clone();
         tokio::spawn(async move {
             let _guard = guard;
             for ended in stopped {
@@ -321,7 +330,10 @@ impl Scheduler {
             }
             for key in removed {
                 match key {
-                    LoopKey::Target(name) => out.sinks.forget_target(&name),
+                    LoopKey::Target(name) => {
+                        handoff.forget(&name);
+                        out.sinks.forget_target(&name);
+                    }
                     LoopKey::Pair(name) => out.sinks.forget_pair(&name),
                 }
             }

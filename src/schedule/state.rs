@@ -122,6 +122,18 @@ impl StateDir {
     }
 }
 
+/// What a saved memory is only good for: the target's name, model,
+/// endpoint and SLO (digests, never a URL).
+pub fn identity(target: &Target) -> String {
+    format!(
+        "{}\0{}\0{}\0{}",
+        target.name,
+        target.model,
+        endpoint(target),
+        slo(target)
+    )
+}
+
 /// Now, as Unix seconds (what a state's age is measured in).
 pub fn unix_now() -> f64 {
     std::time::SystemTime::now()
