@@ -1,9 +1,12 @@
 //! What a target's loop carries from one sweep to the next: where the next
 //! sweep starts (full or warm, [`warm_start`]), the latest sweep (its
 //! output-limit field), the latest completed one (the levels a sweep does
-//! not run), and the evidence its levels' verdicts pool ([`Evidence`]). A new loop (first start, or a reload that changed the
-//! target) starts with an empty memory. The daemon's loop, and benchmarks
-//! and tests that drive sweeps the way it does, go through it.
+//! not run), and the evidence its levels' verdicts pool ([`Evidence`]). A
+//! new loop (first start, restart, or a reload that restarted it) starts
+//! from what the loop it replaces left (`schedule::handoff`) or the target's
+//! saved state ([`Saved`], kept on disk by [`super::state`]), else with an
+//! empty memory. The daemon's loop, and benchmarks and tests that drive
+//! sweeps the way it does, go through it.
 
 use std::sync::Arc;
 use std::time::Duration;

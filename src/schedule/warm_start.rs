@@ -1,6 +1,6 @@
 //! Whether a target's next sweep climbs from level 1 (full) or starts near
-//! the last knee (warm). Full: the first sweep of a target's loop (a reload
-//! that changes the target starts a new loop), every `full_sweep_every`
+//! the last knee (warm). Full: the first sweep of a target with no saved
+//! state, every `full_sweep_every`
 //! sweeps, after a sweep that did not complete, and after a sweep whose knee
 //! moved. Pure: the loop tells it what each sweep found.
 

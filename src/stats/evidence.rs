@@ -8,9 +8,9 @@
 //! it: a sweep whose server told another identity (server kind, version or
 //! model list) drops every level's; a sweep whose counts at a level differ
 //! from its window beyond chance ([`verdict::CHANGE_ALPHA`], the verdict's
-//! `change_seen`) keeps only its own at that level; a reload that changes
-//! the target starts a new loop, and with it an empty pool. Pure: the loop
-//! records each finished sweep.
+//! `change_seen`) keeps only its own at that level. The pool is part of the
+//! loop's saved state (`schedule::state`), so a restart or a reload keeps
+//! it. Pure: the loop records each finished sweep.
 //!
 //! [`verdict::CHANGE_ALPHA`]: crate::stats::verdict::CHANGE_ALPHA
 

@@ -37,8 +37,8 @@ pub use env::{NoObserver, Observer, SweepEnv};
 pub(crate) use requests::Requests;
 
 /// What a target's loop knows from its earlier sweeps (nothing for a
-/// one-shot sweep, or the first of a loop: a reload that changes the target
-/// starts a new loop, and forgets).
+/// one-shot sweep without `--state`, or the first sweep of a target with no
+/// saved state).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Prior<'a> {
     /// Where each workload starts, by name, for a warm sweep; None: a full one.
