@@ -305,3 +305,35 @@ async fn without_a_state_dir_a_reload_hands_a_loop_its_memory() {
     assert!(!scratch.join("unused").exists(), "no state written");
     assert!(daemon.stop(WAIT).success());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_config_names_the_state_dir_and_refuses_a_file() {
+    let scratch = ScratchDir::new("restarts-check");
+    let dir = scratch.join("state");
+    let path = write_config(&config(&dir));
+    let mut check = llmprobe();
+    check.args(["check-config", "--config"]).arg(&path);
+    let out = output(check).await;
+    assert_success("check-config", &out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let wanted = format!("kept in {} across restarts", dir.display());
+    assert!(text.contains(&wanted), "{text}");
+
+    // A state_dir that is a file is bad configuration: the key and the file.
+    std::fs::write(&dir, "not a folder").unwrap();
+    let mut check = llmprobe();
+    check.args(["check-config", "--config"]).arg(&path);
+    let out = output(check).await;
+    assert_eq!(out.status.code(), Some(1));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let wanted = format!(
+        "{}: state_dir: `{}` is there but is not a directory",
+        path.display(),
+        dir.display()
+    );
+    assert!(text.contains(&wanted), "{text}");
+}

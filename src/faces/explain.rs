@@ -42,6 +42,17 @@ pub fn explain(config: &Config) -> String {
         s.max_in_flight_total,
         humantime::format_duration(s.sweep_timeout)
     );
+    let _ = match &config.state_dir {
+        Some(dir) => writeln!(
+            out,
+            "state: each target's pooled evidence, plan and last sweeps kept in {} across restarts",
+            dir.display()
+        ),
+        None => writeln!(
+            out,
+            "state: kept in memory only (no state_dir): a restart starts every target from nothing"
+        ),
+    };
     out.push_str(&crate::fleet::explain(config));
     for t in &config.targets {
         let endpoint = match &t.endpoint {
