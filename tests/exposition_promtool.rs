@@ -131,6 +131,7 @@ fn report(target: &str, model: &str, success: bool) -> SweepReport {
                 levels_not_measured: Vec::new(),
                 knee_carried_over: false,
                 knee_measured_at_unix_seconds: None,
+                sustained: Some(support::reports::sustained()),
                 knee_undecided: false,
             },
         })

@@ -9,6 +9,8 @@
 //! (they depend on the machine and the clock), and the crate version
 //! (replaced by `<version>`, so that a release does not touch the goldens).
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -251,6 +253,7 @@ fn good_report() -> SweepReport {
                     levels_not_measured: Vec::new(),
                     knee_carried_over: false,
                     knee_measured_at_unix_seconds: None,
+                    sustained: Some(support::reports::sustained()),
                     knee_undecided: false,
                 },
             },
@@ -291,6 +294,7 @@ fn good_report() -> SweepReport {
                     levels_not_measured: Vec::new(),
                     knee_carried_over: false,
                     knee_measured_at_unix_seconds: None,
+                    sustained: None,
                     knee_undecided: false,
                 },
             },
@@ -346,6 +350,7 @@ fn failed_report() -> SweepReport {
                 levels_not_measured: Vec::new(),
                 knee_carried_over: false,
                 knee_measured_at_unix_seconds: None,
+                sustained: None,
                 knee_undecided: false,
             },
         }],

@@ -32,6 +32,7 @@ use serde::Deserialize;
 
 use super::checks::{check_base_url, MAX_LEVEL, MAX_REQUESTS_PER_LEVEL};
 use super::gentle::Resolution;
+use super::sustained::{SustainedFile, SustainedSearch};
 use super::values::{
     is_reserved_body_key, Api, MaxTokensField, RequestsPerLevel, ServerMetricsUrl, BODY_KEYS,
 };
@@ -136,6 +137,13 @@ macro_rules! per_target_keys {
             server_metrics_period: std::time::Duration => std::time::Duration
                 = rule(|v| v.unwrap_or(Duration::from_millis(250)))
                 .check(|d| at_least(*d, Duration::from_millis(50))),
+            /// The open-loop search for the highest arrival rate within the
+            /// SLO (see docs/measuring.md): how often, how arrivals come,
+            /// its resolution and budget.
+            sustained: $crate::config::sustained::SustainedFile
+                => $crate::config::sustained::SustainedSearch
+                = rule(|v| SustainedSearch::from_file(v.unwrap_or_default()))
+                .check_at_target("", |s| sustained_problems(s)),
         ] }
     };
 }
@@ -343,6 +351,13 @@ fn at_least(d: Duration, min: Duration) -> Result<(), String> {
     Ok(())
 }
 
+fn sustained_problems(s: &SustainedSearch) -> Result<(), String> {
+    match s.problems().first() {
+        None => Ok(()),
+        Some((key, why)) => Err(format!("{} {why}", key.trim_start_matches('.'))),
+    }
+}
+
 fn share(x: f64) -> Result<(), String> {
     if !(0.0..=1.0).contains(&x) {
         return Err("must be between 0 and 1".into());
@@ -476,6 +491,12 @@ impl Merge for std::path::PathBuf {}
 impl Merge for bool {}
 impl Merge for String {}
 impl Merge for Resolution {}
+
+impl Merge for SustainedFile {
+    fn merge(near: Option<&Self>, far: Option<&Self>) -> Option<Self> {
+        super::sustained::merge(near, far)
+    }
+}
 
 impl Merge for SloFile {
     fn merge(near: Option<&Self>, far: Option<&Self>) -> Option<Self> {

@@ -10,4 +10,5 @@ pub mod html;
 pub mod json;
 pub mod progress;
 pub mod signals;
+pub mod sustained;
 pub mod text;

@@ -228,6 +228,9 @@ pub fn table(reports: &[SweepReport]) -> String {
             if c.knee_concurrency > 0 {
                 let _ = writeln!(out, "  {}", request_rate(c));
             }
+            for line in c.sustained.iter().flat_map(super::sustained::text_block) {
+                let _ = writeln!(out, "  {line}");
+            }
             if let Some(line) = signals::limit_line(c) {
                 let _ = writeln!(out, "  {line}");
             }

@@ -22,6 +22,7 @@ use crate::stats::report::{
     Basis, LevelRole, PairReport, Percentiles, Setup, SweepReport, Verdict,
 };
 use crate::stats::sample::Outcome;
+use crate::stats::sustained::Sustained;
 
 /// The first label of `llmprobe_target_info`, never taken from a target's labels.
 const TARGET_LABEL: &str = names::TARGET_INFO_LABELS[0];
@@ -451,6 +452,74 @@ fn write_results(out: &mut PieceWriter, report: &SweepReport) {
         if let Some(s) = cap.saturation_concurrency {
             out.add(&names::CAPACITY_SATURATION, &[t, m, w], f64::from(s));
         }
+        if let Some(s) = &cap.sustained {
+            write_sustained(out, [t, m, w], s);
+        }
+    }
+}
+
+/// The sustained rate of one workload and the steps of its search.
+fn write_sustained(out: &mut PieceWriter, [t, m, w]: [&str; 3], s: &Sustained) {
+    if let Some(r) = s.requests_per_second {
+        out.add(&names::SUSTAINED_RATE, &[t, m, w], r);
+    }
+    out.add(
+        &names::SUSTAINED_INFO,
+        &[t, m, w, s.status.as_str(), s.arrivals.as_str()],
+        1.0,
+    );
+    out.add(
+        &names::SUSTAINED_MEASURED,
+        &[t, m, w],
+        s.measured_at_unix_seconds,
+    );
+    out.add(
+        &names::SUSTAINED_AGE,
+        &[t, m, w],
+        f64::from(s.sweeps_since_measured),
+    );
+    out.add(&names::SUSTAINED_CONFIDENCE, &[t, m, w], s.confidence);
+    for (i, step) in s.steps.iter().enumerate() {
+        let n = (i + 1).to_string();
+        let l = [t, m, w, n.as_str()];
+        out.add(&names::STEP_OFFERED, &l, step.offered_requests_per_second);
+        out.add(&names::STEP_ACHIEVED, &l, step.achieved_requests_per_second);
+        out.add(&names::STEP_GOODPUT, &l, step.goodput_requests_per_second);
+        out.add(&names::STEP_SHED, &l, step.shed_ratio);
+        out.add(&names::STEP_ERROR, &l, step.error_ratio);
+        out.add(
+            &names::STEP_NOT_SENT,
+            &l,
+            step.not_sent_client_ceiling as f64,
+        );
+        for (spec, p) in [
+            (
+                &names::STEP_SCHEDULED_LATENCY,
+                &step.scheduled_latency_seconds,
+            ),
+            (&names::STEP_DISPATCH_LAG, &step.dispatch_lag_seconds),
+        ] {
+            for (pct, v) in names::percentiles(p) {
+                if let Some(v) = v {
+                    out.add(spec, &[t, m, w, n.as_str(), pct], v);
+                }
+            }
+        }
+        out.add(
+            &names::STEP_IN_FLIGHT,
+            &[t, m, w, n.as_str(), "p99"],
+            step.in_flight_p99,
+        );
+        out.add(
+            &names::STEP_IN_FLIGHT,
+            &[t, m, w, n.as_str(), names::stat::MAX],
+            f64::from(step.in_flight_max),
+        );
+        out.add(
+            &names::STEP_RESULT,
+            &[t, m, w, n.as_str(), step.result.as_str()],
+            1.0,
+        );
     }
 }
 

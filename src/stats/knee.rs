@@ -52,6 +52,7 @@ pub fn capacity(
     };
     Capacity {
         limit: None,
+        sustained: None,
         knee_concurrency: knee,
         throughput_tokens_per_second: knee_level.map_or(0.0, |l| l.throughput_tokens_per_second),
         requests_per_second,

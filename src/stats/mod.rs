@@ -2,14 +2,18 @@
 //! sides of a gateway pair -> its overhead; and the report types every
 //! consumer reads. Pure: no I/O, no clock.
 
+pub mod arrivals;
 pub mod binomial;
 pub mod carry;
+pub mod erlang;
 pub mod evidence;
 pub mod knee;
 pub mod level;
 pub mod limit;
 pub mod overhead;
+pub mod rate_search;
 pub mod report;
 pub mod sample;
 pub mod server;
+pub mod sustained;
 pub mod verdict;

@@ -529,6 +529,10 @@ pub struct Capacity {
     /// What binds at the knee (None only in documents written before it).
     #[serde(default)]
     pub limit: Option<Limit>,
+    /// The highest open-loop arrival rate within the SLO (None: not
+    /// searched, in this sweep or a recent one).
+    #[serde(default)]
+    pub sustained: Option<crate::stats::sustained::Sustained>,
     /// True when a level the knee depends on (below the first level that
     /// broke) was undecided with no earlier verdict to count: the knee
     /// skipped it, and could be lower than it says.

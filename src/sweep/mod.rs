@@ -9,10 +9,12 @@ mod closed_loop;
 mod env;
 pub mod interleaved;
 pub mod ladder;
+mod open_loop;
 pub mod output_limit;
 pub mod refine;
 mod requests;
 pub(crate) mod signals;
+pub mod sustained;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -510,15 +512,30 @@ async fn run_workload(
         target.headroom,
         stopped_because,
     );
-    let earlier = |c| pool(c).window;
+    let window = |c| pool(c).window;
     limit::settle(
         &mut capacity,
         &levels,
         &carried_levels,
-        &earlier,
+        &window,
         &target.slo,
         target.verdict_confidence,
     );
+    let last = earlier.and_then(|e| e.workload.capacity.sustained.as_ref());
+    capacity.sustained = match sustained::plan(&target.sustained, last, capacity.knee_concurrency) {
+        sustained::Plan::None => None,
+        sustained::Plan::Carry(s) => Some(s),
+        sustained::Plan::Search(last) if !cancel.is_cancelled() => {
+            let all: Vec<&LevelSummary> = levels.iter().chain(&carried_levels).collect();
+            let ladder = sustained::Ladder {
+                capacity: &capacity,
+                levels: &all,
+                requests: levels.iter().map(|l| l.requests).sum(),
+            };
+            sustained::search(&run, &target, ladder, last.as_ref()).await
+        }
+        sustained::Plan::Search(_) => None,
+    };
     Ok(WorkloadReport {
         workload: workload.name.clone(),
         levels,
@@ -537,7 +554,7 @@ struct Earlier<'a> {
 }
 
 /// Now, as Unix seconds.
-fn unix_now() -> f64 {
+pub(crate) fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())

@@ -43,6 +43,9 @@ pub struct Yaml<'a> {
     pub request_timeout: &'a str,
     /// `defaults.slo`, as YAML; left out when None.
     pub slo: Option<&'a str>,
+    /// `defaults.sustained`, as YAML: off unless a test is about the
+    /// sustained rate (a search costs a few seconds per sweep).
+    pub sustained: &'a str,
     /// More lines of `defaults` (indented two spaces), or "".
     pub more_defaults: &'a str,
     /// The whole `workloads:` block; None gives one workload named by
@@ -69,6 +72,7 @@ impl Default for Yaml<'_> {
             min_requests_per_level: 4,
             request_timeout: "10s",
             slo: None,
+            sustained: "{ every: 0 }",
             more_defaults: "",
             workloads: None,
             max_completion_tokens: 8,
@@ -108,6 +112,7 @@ defaults:
   requests_per_level: {requests_per_level}
   min_requests_per_level: {min_requests_per_level}
   request_timeout: {request_timeout}
+  sustained: {sustained}
 {slo}{more_defaults}{workloads}
 {rest}
 "#,
@@ -120,6 +125,7 @@ defaults:
             requests_per_level = self.requests_per_level,
             min_requests_per_level = self.min_requests_per_level,
             request_timeout = self.request_timeout,
+            sustained = self.sustained,
             rest = self.rest.trim(),
         )
     }

@@ -16,7 +16,8 @@
 //!   reverse proxy);
 //! - reading what comes out: `exposition` (/metrics text), `promql`
 //!   (selectors and names in PromQL), `grafana` (dashboards, queries and
-//!   variable substitution), `yaml` (manifests read as YAML).
+//!   variable substitution), `yaml` (manifests read as YAML);
+//! - `reports`: report values built by hand (a sustained-rate search).
 //!
 //! Every test binary compiles all of it and uses a part.
 #![allow(dead_code)]
@@ -35,6 +36,7 @@ pub mod prometheus;
 pub mod promql;
 pub mod promtool;
 pub mod raw;
+pub mod reports;
 pub mod server;
 pub mod sim;
 pub mod sweep;

@@ -17,3 +17,4 @@ pub mod charts;
 pub mod escape;
 pub mod page;
 pub mod settings;
+pub mod sustained;

@@ -310,6 +310,7 @@ fn workload_block(w: &WorkloadReport, settings: Option<&TargetSettings>, finishe
     out.push_str("</div>\n");
     out.push_str(&counts_table(&w.levels));
     out.push_str(&carried_table(&w.carried_levels, finished));
+    out.push_str(&super::sustained::block(w, settings));
     out
 }
 

@@ -1,0 +1,477 @@
+//! The sustained rate: what an open-loop search found (the highest arrival
+//! rate at which the SLO held) and each step it ran, and the judgement of
+//! one step from its requests. Pure: the dispatcher (`sweep::open_loop`)
+//! hands in samples and timestamps.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Arrivals, Slo};
+use crate::stats::binomial;
+use crate::stats::level::percentiles;
+use crate::stats::report::{Counts, Decision, Percentiles, Verdict};
+use crate::stats::sample::{Outcome, Sample};
+use crate::stats::verdict;
+
+/// Confidence at which a step's pass must hold: a step passes only when
+/// each share's upper bound at this confidence is within its limit (about
+/// its median-unbiased estimate), not merely its observed value. The rate a
+/// search reports is one a fleet is sized on: a 40-request step at the
+/// server's saturation rate passes on its observed shed ratio often enough
+/// to overstate the rate by a quarter, and this rule stops most of those.
+pub const PASS_CONFIDENCE: f64 = 0.5;
+
+/// Whether every share of `c` is within its limit by the pass rule.
+pub fn clearly_within(c: &Counts, slo: &Slo) -> bool {
+    let alpha = 1.0 - PASS_CONFIDENCE;
+    let upper = |k: u64, n: u64| {
+        if n == 0 {
+            0.0
+        } else {
+            1.0 - binomial::lower_bound(n - k, n, alpha)
+        }
+    };
+    upper(c.shed, c.ended) <= slo.max_shed_ratio
+        && upper(c.failed, c.ended) <= slo.max_error_ratio
+        && upper(c.slow, c.timed) <= verdict::SLOW_SHARE
+}
+
+/// How a step of the search ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepResult {
+    /// The SLO held at this rate.
+    Pass,
+    /// The SLO broke at this rate (with the step's confidence).
+    Break,
+    /// A share was over its limit, or not clearly within it
+    /// ([`PASS_CONFIDENCE`]), but not over it at the step's confidence:
+    /// counted as a break by the search (a rate is claimed only where it
+    /// clearly held).
+    Undecided,
+    /// The client could not offer the traffic (dispatch lag, its ceiling on
+    /// requests in flight, or the sweep's end): nothing said of the server.
+    NotMeasured,
+}
+
+impl StepResult {
+    /// The name used in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepResult::Pass => "pass",
+            StepResult::Break => "break",
+            StepResult::Undecided => "undecided",
+            StepResult::NotMeasured => "not_measured",
+        }
+    }
+}
+
+/// One step of the search: a fixed arrival rate for a while.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RateStep {
+    /// The arrival rate asked for, requests per second.
+    pub offered_requests_per_second: f64,
+    /// Seed of the step's arrival schedule.
+    pub seed: u64,
+    /// Arrivals scheduled, the uncounted first ones included.
+    pub scheduled: u64,
+    /// First arrivals sent but not counted (the server starts empty).
+    pub uncounted: u64,
+    /// Counted arrivals whose request was sent.
+    pub sent: u64,
+    /// Counted arrivals not sent because the client's ceiling on requests
+    /// in flight was reached (never queued, never sent later).
+    pub not_sent_client_ceiling: u64,
+    /// Counted requests that ended (neither unsent nor cancelled), per
+    /// second of the counted window.
+    pub achieved_requests_per_second: f64,
+    /// Counted requests that succeeded within the p95 latency limit
+    /// (scheduled latency), per second of the counted window.
+    pub goodput_requests_per_second: f64,
+    /// Shed (503, 429) requests over counted requests that ended.
+    pub shed_ratio: f64,
+    /// Other failures over counted requests that ended.
+    pub error_ratio: f64,
+    /// End minus scheduled send of each counted request (a failure: when
+    /// it failed): the latency a user arriving at that moment saw.
+    pub scheduled_latency_seconds: Percentiles,
+    /// End minus actual send, as the closed-loop levels report it.
+    pub latency_seconds: Percentiles,
+    /// Time to first token from the actual send.
+    pub ttft_seconds: Percentiles,
+    /// Actual send minus scheduled send, of every arrival sent.
+    pub dispatch_lag_seconds: Percentiles,
+    /// Requests in flight at each send: p99.
+    pub in_flight_p99: f64,
+    /// Requests in flight at each send: the most.
+    pub in_flight_max: u32,
+    /// From the first scheduled arrival to the last end.
+    pub duration_seconds: f64,
+    /// Whether the step stopped as soon as it was certain to break.
+    pub stopped_early: bool,
+    /// The verdict on the counted requests (scheduled latency as latency).
+    pub verdict: Verdict,
+    /// How the step ended.
+    pub result: StepResult,
+    /// Why a step was not measured.
+    pub note: Option<String>,
+}
+
+/// Whether the sustained rate was found, bounded or not measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SustainedStatus {
+    /// A passing and a breaking rate within the resolution: the rate is found.
+    Measured,
+    /// The highest rate tried held, or the budget ended before a break
+    /// bracketed it: the server sustains at least this much.
+    LowerBound,
+    /// No rate could be established (the client could not offer the
+    /// traffic, or the budget ran out first): never a rate of 0.
+    NotMeasured,
+    /// Even the lowest rate tried broke the SLO: the server sustains none.
+    Zero,
+}
+
+impl SustainedStatus {
+    /// The label value used in metrics and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SustainedStatus::Measured => "measured",
+            SustainedStatus::LowerBound => "lower_bound",
+            SustainedStatus::NotMeasured => "not_measured",
+            SustainedStatus::Zero => "zero",
+        }
+    }
+}
+
+/// What the search found for one workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sustained {
+    /// The highest arrival rate at which the SLO held, requests per second
+    /// (None: not measured).
+    pub requests_per_second: Option<f64>,
+    /// Measured, a lower bound, zero, or not measured.
+    pub status: SustainedStatus,
+    /// Why the search ended where it did.
+    pub why: String,
+    /// The confidence of each step's verdict.
+    pub confidence: f64,
+    /// The search's resolution (relative gap between pass and break).
+    pub resolution: f64,
+    /// How arrivals came.
+    pub arrivals: Arrivals,
+    /// The rate the search started from (its prediction, or the last
+    /// sustained rate for a warm start).
+    pub start_requests_per_second: f64,
+    /// How the start was chosen: `erlang_b`, `queue` or `warm`.
+    pub start_from: String,
+    /// The closed-loop rate at the knee, for comparison.
+    pub closed_loop_requests_per_second: f64,
+    /// Requests the search sent (every step, uncounted ones included).
+    pub requests: u64,
+    /// When the search ended, Unix seconds.
+    pub measured_at_unix_seconds: f64,
+    /// Sweeps since the search ran: 0 when this sweep ran it, else the
+    /// figure is carried from an earlier sweep (`every`).
+    #[serde(default)]
+    pub sweeps_since_measured: u32,
+    /// Each step, in the order run.
+    pub steps: Vec<RateStep>,
+}
+
+impl Sustained {
+    /// The rate over the closed-loop rate at the knee (None without both).
+    pub fn share_of_closed_loop(&self) -> Option<f64> {
+        let r = self.requests_per_second?;
+        (self.closed_loop_requests_per_second > 0.0)
+            .then(|| r / self.closed_loop_requests_per_second)
+    }
+
+    /// Whether this sweep measured it (not carried from an earlier one).
+    pub fn is_fresh(&self) -> bool {
+        self.sweeps_since_measured == 0
+    }
+}
+
+/// One counted request of a step, as the dispatcher saw it.
+#[derive(Debug, Clone)]
+pub struct Arrival {
+    /// Its measurement (clocks from the actual send).
+    pub sample: Sample,
+    /// Actual send minus scheduled send, seconds.
+    pub lag: f64,
+    /// Scheduled send, seconds from the step's start.
+    pub scheduled_at: f64,
+}
+
+/// The sample as a user who arrived at the scheduled moment saw it: the
+/// dispatch lag added to every clock, so that the verdict's latency tests
+/// judge the scheduled latency.
+pub fn as_scheduled(sample: &Sample, lag: f64) -> Sample {
+    let lag = Duration::from_secs_f64(lag.max(0.0));
+    let mut s = sample.clone();
+    s.ttft = s.ttft.map(|t| t + lag);
+    s.latency = s.latency.map(|t| t + lag);
+    s.elapsed += lag;
+    s
+}
+
+/// What the dispatcher measured of one step, to be judged.
+#[derive(Debug, Clone, Default)]
+pub struct StepMeasure {
+    /// Counted requests that were sent.
+    pub arrivals: Vec<Arrival>,
+    /// Counted arrivals not sent: the client's ceiling was reached.
+    pub not_sent_client_ceiling: u64,
+    /// Dispatch lag of every arrival sent, seconds.
+    pub lags: Vec<f64>,
+    /// Requests in flight at each send.
+    pub in_flight: Vec<u32>,
+    /// First counted scheduled send, seconds from the step's start.
+    pub counted_from: f64,
+    /// The p99 of dispatch lag the step may reach, seconds: beyond it the
+    /// client sent too late for what it measured to be the offered traffic.
+    pub lag_bound: f64,
+    /// Last end of a counted request, seconds from the step's start.
+    pub last_end: f64,
+    /// Whether the step was stopped because it was certain to break.
+    pub stopped_early: bool,
+    /// Whether the sweep ended (time limit, shutdown) during the step.
+    pub cut_short: bool,
+}
+
+/// The inputs of a step beyond its measure.
+#[derive(Debug, Clone, Copy)]
+pub struct StepPlan {
+    /// The arrival rate.
+    pub rate: f64,
+    /// Seed of its schedule.
+    pub seed: u64,
+    /// Arrivals scheduled in all.
+    pub scheduled: u64,
+    /// First arrivals not counted.
+    pub uncounted: u64,
+}
+
+/// Judges one step: the same verdict as a closed-loop level (shed and error
+/// ratios, the order-statistic bound on the p95), on scheduled latency.
+pub fn judge_step(plan: StepPlan, m: &StepMeasure, slo: &Slo, confidence: f64) -> RateStep {
+    let scheduled: Vec<Sample> = m
+        .arrivals
+        .iter()
+        .map(|a| as_scheduled(&a.sample, a.lag))
+        .collect();
+    let counts = Counts::of(&scheduled, slo);
+    let mut v = verdict::decide(&[], &counts, slo, confidence);
+    if m.stopped_early {
+        v.decision = Decision::Break;
+    }
+    if v.decision == Decision::Pass && !clearly_within(&counts, slo) {
+        v.decision = Decision::Undecided;
+    }
+    v.counted_as = v.decision;
+    let limit = slo.p95_latency.as_secs_f64();
+    let window = (m.last_end - m.counted_from).max(1e-9);
+    let ended = counts.ended;
+    let good = scheduled
+        .iter()
+        .filter(|s| s.outcome == Outcome::Ok && s.decision_latency().as_secs_f64() <= limit)
+        .count();
+    let mut sched_lat: Vec<f64> = scheduled
+        .iter()
+        .filter_map(Sample::decision_seconds)
+        .collect();
+    let mut lat: Vec<f64> = m
+        .arrivals
+        .iter()
+        .filter_map(|a| a.sample.decision_seconds())
+        .collect();
+    let mut ttft: Vec<f64> = m
+        .arrivals
+        .iter()
+        .filter_map(|a| a.sample.ttft.map(|t| t.as_secs_f64()))
+        .collect();
+    let mut lags = m.lags.clone();
+    let lag = percentiles(&mut lags);
+    let mut in_flight: Vec<f64> = m.in_flight.iter().map(|n| f64::from(*n)).collect();
+    let in_flight_p99 = percentiles(&mut in_flight).p99.unwrap_or(0.0);
+    let lag_p99 = lag.p99.unwrap_or(0.0);
+    let (result, note) = if v.decision == Decision::Break {
+        // A break stands whatever else happened: it rests on requests the
+        // server answered.
+        (StepResult::Break, None)
+    } else if m.cut_short {
+        (
+            StepResult::NotMeasured,
+            Some("the sweep ended during the step".to_string()),
+        )
+    } else if m.not_sent_client_ceiling > 0 {
+        (
+            StepResult::NotMeasured,
+            Some(format!(
+                "{} arrivals found the client's ceiling of requests in flight reached \
+                 (sustained.max_in_flight) and were not sent",
+                m.not_sent_client_ceiling
+            )),
+        )
+    } else if lag_p99 > m.lag_bound {
+        (
+            StepResult::NotMeasured,
+            Some(format!(
+                "the client sent late: dispatch lag p99 {:.1} ms over its bound of {:.1} ms",
+                lag_p99 * 1e3,
+                m.lag_bound * 1e3
+            )),
+        )
+    } else if v.decision == Decision::Undecided {
+        (StepResult::Undecided, None)
+    } else {
+        (StepResult::Pass, None)
+    };
+    RateStep {
+        offered_requests_per_second: plan.rate,
+        seed: plan.seed,
+        scheduled: plan.scheduled,
+        uncounted: plan.uncounted,
+        sent: m.arrivals.len() as u64,
+        not_sent_client_ceiling: m.not_sent_client_ceiling,
+        achieved_requests_per_second: ended as f64 / window,
+        goodput_requests_per_second: good as f64 / window,
+        shed_ratio: crate::stats::binomial::ratio(counts.shed, ended),
+        error_ratio: crate::stats::binomial::ratio(counts.failed, ended),
+        scheduled_latency_seconds: percentiles(&mut sched_lat),
+        latency_seconds: percentiles(&mut lat),
+        ttft_seconds: percentiles(&mut ttft),
+        dispatch_lag_seconds: lag,
+        in_flight_p99,
+        in_flight_max: m.in_flight.iter().copied().max().unwrap_or(0),
+        duration_seconds: m.last_end.max(0.0),
+        stopped_early: m.stopped_early,
+        verdict: v,
+        result,
+        note,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(latency_ms: u64) -> Sample {
+        let mut s = Sample::failed(Outcome::Ok, Some(200), "");
+        s.error = None;
+        s.ttft = Some(Duration::from_millis(latency_ms / 4));
+        s.latency = Some(Duration::from_millis(latency_ms));
+        s.elapsed = Duration::from_millis(latency_ms);
+        s.output_tokens = 8;
+        s
+    }
+
+    fn slo() -> Slo {
+        Slo {
+            p95_latency: Duration::from_secs(1),
+            max_shed_ratio: 0.05,
+            max_error_ratio: 0.05,
+        }
+    }
+
+    fn plan() -> StepPlan {
+        StepPlan {
+            rate: 10.0,
+            seed: 1,
+            scheduled: 42,
+            uncounted: 2,
+        }
+    }
+
+    fn measure(lag: f64, latency_ms: u64) -> StepMeasure {
+        StepMeasure {
+            arrivals: (0..40)
+                .map(|i| Arrival {
+                    sample: ok(latency_ms),
+                    lag,
+                    scheduled_at: f64::from(i) * 0.1,
+                })
+                .collect(),
+            lags: vec![lag; 40],
+            in_flight: vec![3; 40],
+            counted_from: 0.0,
+            lag_bound: 0.025,
+            last_end: 4.0,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn scheduled_latency_includes_the_wait_a_stalled_client_or_server_causes() {
+        // Each request took 0.6 s from its send, but was sent 0.5 s late:
+        // the user who arrived on schedule waited 1.1 s, over the limit.
+        let m = measure(0.02, 600);
+        let mut late = m.clone();
+        for a in &mut late.arrivals {
+            a.lag = 0.5;
+        }
+        let on_time = judge_step(plan(), &m, &slo(), 0.95);
+        assert_eq!(on_time.result, StepResult::Pass);
+        assert!((on_time.scheduled_latency_seconds.p95.unwrap() - 0.62).abs() < 1e-9);
+        let stalled = judge_step(plan(), &late, &slo(), 0.95);
+        assert!((stalled.scheduled_latency_seconds.p95.unwrap() - 1.1).abs() < 1e-9);
+        assert!((stalled.latency_seconds.p95.unwrap() - 0.6).abs() < 1e-9);
+        assert_eq!(stalled.result, StepResult::Break);
+        assert_eq!(stalled.goodput_requests_per_second, 0.0);
+        assert!((on_time.goodput_requests_per_second - 10.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_client_that_cannot_keep_the_schedule_measures_nothing() {
+        let mut m = measure(0.02, 100);
+        m.lags = vec![0.2; 40];
+        let s = judge_step(plan(), &m, &slo(), 0.95);
+        assert_eq!(s.result, StepResult::NotMeasured);
+        assert!(s.note.unwrap().contains("dispatch lag p99 200.0 ms"));
+        let mut full = measure(0.0, 100);
+        full.not_sent_client_ceiling = 3;
+        let s = judge_step(plan(), &full, &slo(), 0.95);
+        assert_eq!(
+            (s.result, s.not_sent_client_ceiling),
+            (StepResult::NotMeasured, 3)
+        );
+    }
+
+    #[test]
+    fn shed_requests_break_a_step_by_the_same_test_as_a_level() {
+        let mut m = measure(0.0, 100);
+        for a in m.arrivals.iter_mut().take(8) {
+            a.sample = Sample::failed(Outcome::Shed, Some(503), "shed");
+        }
+        let s = judge_step(plan(), &m, &slo(), 0.95);
+        assert_eq!(s.result, StepResult::Break);
+        assert!((s.shed_ratio - 0.2).abs() < 1e-12);
+        // 2 of 40 (5%) is within 5% observed, but not clearly.
+        let mut m = measure(0.0, 100);
+        for a in m.arrivals.iter_mut().take(2) {
+            a.sample = Sample::failed(Outcome::Shed, Some(503), "shed");
+        }
+        assert_eq!(
+            judge_step(plan(), &m, &slo(), 0.95).result,
+            StepResult::Undecided
+        );
+        let mut m = measure(0.0, 100);
+        m.arrivals[0].sample = Sample::failed(Outcome::Shed, Some(503), "shed");
+        assert_eq!(
+            judge_step(plan(), &m, &slo(), 0.95).result,
+            StepResult::Pass
+        );
+        // 3 of 40 (7.5%) is over 5%, but not at 95% confidence.
+        let mut m = measure(0.0, 100);
+        for a in m.arrivals.iter_mut().take(3) {
+            a.sample = Sample::failed(Outcome::Shed, Some(503), "shed");
+        }
+        assert_eq!(
+            judge_step(plan(), &m, &slo(), 0.95).result,
+            StepResult::Undecided
+        );
+    }
+}

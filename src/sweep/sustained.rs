@@ -1,0 +1,313 @@
+//! The sustained-rate search of one workload, after its closed-loop ladder:
+//! open-loop steps at rates chosen by [`crate::stats::rate_search`], each
+//! judged as a level is ([`crate::stats::sustained::judge_step`]), within
+//! the search's budget in requests and time. Run on every `every`-th sweep;
+//! the sweeps between carry the last result with its age.
+
+use std::time::{Duration, Instant};
+
+use crate::config::{SustainedSearch, Target};
+use crate::stats::arrivals;
+use crate::stats::rate_search::{self, Found, Search};
+use crate::stats::report::{Capacity, LevelSummary, Limit};
+use crate::stats::sustained::{judge_step, StepPlan, StepResult, Sustained, SustainedStatus};
+use crate::stats::verdict::Tally;
+use crate::sweep::closed_loop::Run;
+use crate::sweep::open_loop::{self, Step};
+use crate::sweep::SETTLE_AFTER_EARLY_STOP;
+
+/// Counted requests a step sends at least: with fewer, one shed request
+/// is several percent of the step.
+pub const MIN_STEP_REQUESTS: u64 = 40;
+/// A step lasts at least this many times the knee's p95 latency, so that
+/// queues have time to form and drain many times over.
+pub const STEP_LATENCIES: f64 = 8.0;
+/// Default budget: this many times the requests the workload's closed-loop
+/// levels sent in the same sweep...
+pub const BUDGET_OVER_LADDER: u64 = 3;
+/// ...and at least this many.
+pub const MIN_BUDGET: u64 = 240;
+/// Default client ceiling: this many times the knee...
+pub const CEILING_OVER_KNEE: u32 = 4;
+/// ...and at least this many requests in flight.
+pub const MIN_CEILING: u32 = 16;
+
+/// What the search needs from the ladder that ran before it.
+pub(crate) struct Ladder<'a> {
+    /// The workload's capacity, knee and limit decided.
+    pub capacity: &'a Capacity,
+    /// Levels measured and carried: the knee level's latency sizes steps.
+    pub levels: &'a [&'a LevelSummary],
+    /// Counted requests the ladder sent in this sweep.
+    pub requests: u64,
+}
+
+/// What to do this sweep, from the last result the loop holds.
+pub(crate) enum Plan {
+    /// Nothing: searches are off, or there is no knee to start from.
+    None,
+    /// Keep the last result, one sweep older.
+    Carry(Sustained),
+    /// Search, from the last result when there is one.
+    Search(Option<Sustained>),
+}
+
+/// Whether this sweep searches, carries the last result, or neither.
+pub(crate) fn plan(settings: &SustainedSearch, last: Option<&Sustained>, knee: u32) -> Plan {
+    if !settings.enabled() || knee == 0 {
+        return Plan::None;
+    }
+    match last {
+        Some(s) if s.sweeps_since_measured + 1 < settings.every => {
+            let mut carried = s.clone();
+            carried.sweeps_since_measured += 1;
+            Plan::Carry(carried)
+        }
+        last => Plan::Search(last.cloned()),
+    }
+}
+
+/// Runs the search for the workload of `run`; None when it cannot start
+/// (no knee, no closed-loop rate).
+pub(crate) async fn search(
+    run: &Run,
+    target: &Target,
+    ladder: Ladder<'_>,
+    last: Option<&Sustained>,
+) -> Option<Sustained> {
+    let settings = &target.sustained;
+    let cap = ladder.capacity;
+    let closed = cap.requests_per_second;
+    let knee = cap.knee_concurrency;
+    if knee == 0 || closed.is_nan() || closed <= 0.0 {
+        return None;
+    }
+    let knee_level = ladder.levels.iter().find(|l| l.concurrency == knee)?;
+    let hold = knee_level
+        .decision_latency_seconds
+        .p95
+        .or(knee_level.latency_seconds.p95)
+        .unwrap_or(1.0)
+        .max(1e-3);
+    let sheds = matches!(cap.limit, Some(Limit::Shed | Limit::RateLimited));
+    let warm = last
+        .and_then(|s| s.requests_per_second)
+        .filter(|r| *r > 0.0);
+    let (start, from) = match warm {
+        Some(r) => (r, "warm"),
+        None => rate_search::predict(closed, knee, sheds, target.slo.max_shed_ratio),
+    };
+    let ceiling = settings
+        .max_in_flight
+        .unwrap_or((knee.saturating_mul(CEILING_OVER_KNEE)).max(MIN_CEILING))
+        .min(target.max_concurrency.unwrap_or(u32::MAX))
+        .min(run.env.in_flight_total)
+        .max(1);
+    let budget = settings.max_requests.map_or_else(
+        || (ladder.requests * BUDGET_OVER_LADDER).max(MIN_BUDGET),
+        u64::from,
+    );
+    let mut out = Sustained {
+        requests_per_second: None,
+        status: SustainedStatus::NotMeasured,
+        why: String::new(),
+        confidence: target.verdict_confidence,
+        resolution: settings.resolution,
+        arrivals: settings.arrivals,
+        start_requests_per_second: start,
+        start_from: from.to_string(),
+        closed_loop_requests_per_second: closed,
+        requests: 0,
+        measured_at_unix_seconds: 0.0,
+        sweeps_since_measured: 0,
+        steps: Vec::new(),
+    };
+    let began = Instant::now();
+    let places = match run.hold_places(ceiling, target.request_timeout).await {
+        Ok(p) => p,
+        Err(why) => {
+            out.why = format!("not measured: {why}");
+            out.measured_at_unix_seconds = super::unix_now();
+            return Some(out);
+        }
+    };
+    // Near the closed-loop rate a queue only grows (or sheds), faster than
+    // a step can show: the search goes there only when the ladder never
+    // found the knee.
+    let max = closed
+        * if cap.knee_is_lower_bound {
+            rate_search::MAX_OVER_CLOSED_LOOP
+        } else {
+            rate_search::MAX_OF_CLOSED_LOOP
+        };
+    let mut search = Search::new(start, closed, max, settings.resolution, warm.is_some());
+    let mut stopped = None;
+    let mut settle = false;
+    while let Some(rate) = search.next() {
+        let counted = MIN_STEP_REQUESTS.max((rate * STEP_LATENCIES * hold).ceil() as u64);
+        let uncounted = (rate * hold).ceil().max(1.0) as u64;
+        let total = counted + uncounted;
+        let expected = Duration::from_secs_f64(total as f64 / rate + hold);
+        if out.requests + total > budget {
+            stopped = Some(format!(
+                "its budget of {budget} requests would be exceeded by the next step ({total} at {rate:.2} req/s)"
+            ));
+            break;
+        }
+        if began.elapsed() + expected > settings.max_duration {
+            stopped = Some(format!(
+                "the next step ({:.0}s at {rate:.2} req/s) would overrun sustained.max_duration ({})",
+                expected.as_secs_f64(),
+                humantime::format_duration(settings.max_duration)
+            ));
+            break;
+        }
+        if settle {
+            tokio::select! {
+                _ = tokio::time::sleep(SETTLE_AFTER_EARLY_STOP) => {}
+                _ = run.cancel.cancelled() => {}
+            }
+        }
+        let seed = settings.seed.map_or_else(
+            || fastrand::u64(..),
+            |s| s.wrapping_add(out.steps.len() as u64),
+        );
+        let times = arrivals::schedule(settings.arrivals, rate, total as usize, seed);
+        let tally = target.early_stop.then(|| {
+            Tally::new(
+                counted,
+                &target.slo,
+                target.verdict_confidence,
+                Default::default(),
+                &[],
+            )
+        });
+        let measured = open_loop::run_step(
+            run,
+            Step {
+                times: &times,
+                uncounted: uncounted as usize,
+                ceiling,
+                lag_bound: settings.lag_bound(rate),
+                tally,
+            },
+        )
+        .await;
+        let plan = StepPlan {
+            rate,
+            seed,
+            scheduled: total,
+            uncounted,
+        };
+        let step = judge_step(plan, &measured, &target.slo, target.verdict_confidence);
+        out.requests += step.sent + uncounted.min(step.scheduled);
+        settle = step.stopped_early;
+        let result = step.result;
+        let note = step.note.clone();
+        out.steps.push(step);
+        match result {
+            StepResult::Pass => search.record(rate, true),
+            StepResult::Break | StepResult::Undecided => search.record(rate, false),
+            StepResult::NotMeasured => {
+                stopped = Some(format!(
+                    "the step at {rate:.2} req/s was not measured: {}",
+                    note.unwrap_or_default()
+                ));
+                break;
+            }
+        }
+    }
+    drop(places);
+    out.measured_at_unix_seconds = super::unix_now();
+    conclude(&mut out, &search, stopped);
+    Some(out)
+}
+
+/// The rate and status the steps support, and why the search ended.
+fn conclude(out: &mut Sustained, search: &Search, stopped: Option<String>) {
+    let (rate, status, why) = match (search.found(), stopped) {
+        (Some(Found::Rate(r)), _) => (
+            Some(r),
+            SustainedStatus::Measured,
+            format!(
+                "held at {r:.2} req/s and broke within {:.0}% above it",
+                out.resolution * 100.0
+            ),
+        ),
+        (Some(Found::AtLeast(r)), _) => (
+            Some(r),
+            SustainedStatus::LowerBound,
+            format!("still held at {r:.2} req/s, the highest rate the search tries"),
+        ),
+        (Some(Found::Zero), _) => (
+            Some(0.0),
+            SustainedStatus::Zero,
+            "broke even at the lowest rate tried".to_string(),
+        ),
+        (None, Some(why)) => match search.highest_pass() {
+            Some(r) => (
+                Some(r),
+                SustainedStatus::LowerBound,
+                format!("held at {r:.2} req/s; the search stopped: {why}"),
+            ),
+            None => (
+                None,
+                SustainedStatus::NotMeasured,
+                format!("not measured: {why}"),
+            ),
+        },
+        (None, None) => (
+            None,
+            SustainedStatus::NotMeasured,
+            "not measured: the search ended without a step".to_string(),
+        ),
+    };
+    out.requests_per_second = rate;
+    out.status = status;
+    out.why = why;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Arrivals;
+
+    fn last(age: u32) -> Sustained {
+        Sustained {
+            requests_per_second: Some(5.0),
+            status: SustainedStatus::Measured,
+            why: String::new(),
+            confidence: 0.95,
+            resolution: 0.1,
+            arrivals: Arrivals::Poisson,
+            start_requests_per_second: 5.0,
+            start_from: "warm".into(),
+            closed_loop_requests_per_second: 8.0,
+            requests: 100,
+            measured_at_unix_seconds: 1.0,
+            sweeps_since_measured: age,
+            steps: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn searches_every_nth_sweep_and_carries_the_result_between() {
+        let every4 = SustainedSearch::default();
+        assert!(matches!(plan(&every4, None, 8), Plan::Search(None)));
+        // Measured by this loop's last sweep: carried, one sweep older, three times.
+        for age in 0..3 {
+            match plan(&every4, Some(&last(age)), 8) {
+                Plan::Carry(s) => assert_eq!(s.sweeps_since_measured, age + 1),
+                _ => panic!("sweep {age} after a search should carry"),
+            }
+        }
+        // The fourth sweep searches again, warm from the last rate.
+        match plan(&every4, Some(&last(3)), 8) {
+            Plan::Search(Some(s)) => assert_eq!(s.requests_per_second, Some(5.0)),
+            _ => panic!("the fourth sweep should search"),
+        }
+        let off = SustainedSearch { every: 0, ..every4 };
+        assert!(matches!(plan(&off, None, 8), Plan::None));
+        assert!(matches!(plan(&every4, Some(&last(0)), 0), Plan::None));
+    }
+}
