@@ -103,8 +103,12 @@ pub async fn run(
     };
     let http = exposure.serve(listener, state, shutdown.clone());
 
-    let sinks = Sinks::standard(&metrics, &statuses);
-    let mut scheduler = Scheduler::new(sinks, metrics.clone(), clients);
+    let shared = sinks::Shared {
+        metrics: metrics.clone(),
+        statuses: statuses.clone(),
+    };
+    let sinks = Sinks::standard(&config.sinks, shared);
+    let mut scheduler = Scheduler::new(sinks.clone(), metrics.clone(), clients);
     if let Some(dir) = &config.state_dir {
         // Never fatal: without it, loops start from nothing, as before.
         match schedule::state::StateDir::open(dir) {
@@ -143,10 +147,10 @@ pub async fn run(
         tokio::select! {
             _ = shutdown.cancelled() => break,
             Some(signals::Signal::Reload) = reload.recv() => {
-                let _ = reload_config(path, &mut current, &mut scheduler, &mut fleet, &metrics, &shutdown).await;
+                let _ = reload_config(path, &mut current, &mut scheduler, &sinks, &mut fleet, &metrics, &shutdown).await;
             }
             Some(Control::Reload { reply }) = control_rx.recv() => {
-                let _ = reply.send(reload_config(path, &mut current, &mut scheduler, &mut fleet, &metrics, &shutdown).await);
+                let _ = reply.send(reload_config(path, &mut current, &mut scheduler, &sinks, &mut fleet, &metrics, &shutdown).await);
             }
             _ = tokio::time::sleep_until(fleet.next_refresh()), if reading.is_none() => {
                 reading = fleet.begin_read().map(|read| tokio::task::spawn_blocking(move || read.run()));
@@ -209,6 +213,7 @@ async fn reload_config(
     path: &Path,
     current: &mut Config,
     scheduler: &mut Scheduler,
+    sinks: &Sinks,
     fleet: &mut Fleet,
     metrics: &Metrics,
     shutdown: &CancellationToken,
@@ -229,6 +234,9 @@ async fn reload_config(
             if new.listen != current.listen {
                 tracing::warn!(listen = %new.listen, "`listen` changes take effect only after a restart");
             }
+            // Only the sinks whose settings changed are rebuilt; the
+            // loops see them at their next event.
+            sinks.configure(&new.sinks);
             if new.state_dir != current.state_dir {
                 tracing::warn!("`state_dir` changes take effect only after a restart");
             }

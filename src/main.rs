@@ -84,6 +84,61 @@ fn print_out(text: &str) -> anyhow::Result<()> {
     }
 }
 
+/// `llmprobe sweep`: every selected target swept once, then every selected
+/// gateway pair measured once, the results written as `format`; exit 2
+/// when a sweep or a pair failed. With `state`, each target starts from
+/// the daemon's saved state there (read only).
+async fn sweep(
+    path: &Path,
+    targets: &[String],
+    format: Format,
+    output: Option<&Path>,
+    state: Option<&Path>,
+) -> anyhow::Result<ExitCode> {
+    let config = match llmprobe::load_config(path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let show_progress = progress::wanted();
+    let observer: Arc<dyn Observer> = if show_progress {
+        Arc::new(Progress)
+    } else {
+        Arc::new(NoObserver)
+    };
+    let reports = schedule::once::sweep_from(&config, targets, observer.clone(), state)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    let pairs = schedule::once::measure_pairs(&config, targets, observer)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    if show_progress {
+        Progress.done();
+    }
+    let all_ok = reports.iter().all(|r| r.success) && pairs.iter().all(|p| p.success);
+    let doc = Document::new(reports, pairs);
+    let text = match format {
+        Format::Table => format!(
+            "{}{}",
+            text::table(&doc.targets),
+            text::pairs_table(&doc.gateway_pairs)
+        ),
+        Format::Json => format!("{}\n", doc.to_json()),
+        Format::Html => {
+            let settings = html::settings::from_config(&llmprobe::fleet::view_once(&config));
+            html::page::report(&doc, &settings)
+        }
+    };
+    emit(&text, output)?;
+    Ok(if all_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}
+
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     // `report` reads a configuration only when one is named: the default
     // one need not be what produced the results.
@@ -105,52 +160,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             format,
             output,
             state,
-        } => {
-            let config = match llmprobe::load_config(&path) {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("{e}");
-                    return Ok(ExitCode::FAILURE);
-                }
-            };
-            let show_progress = progress::wanted();
-            let observer: Arc<dyn Observer> = if show_progress {
-                Arc::new(Progress)
-            } else {
-                Arc::new(NoObserver)
-            };
-            let reports =
-                schedule::once::sweep_from(&config, &targets, observer.clone(), state.as_deref())
-                    .await
-                    .map_err(anyhow::Error::msg)?;
-            let pairs = schedule::once::measure_pairs(&config, &targets, observer)
-                .await
-                .map_err(anyhow::Error::msg)?;
-            if show_progress {
-                Progress.done();
-            }
-            let all_ok = reports.iter().all(|r| r.success) && pairs.iter().all(|p| p.success);
-            let doc = Document::new(reports, pairs);
-            let text = match format {
-                Format::Table => format!(
-                    "{}{}",
-                    text::table(&doc.targets),
-                    text::pairs_table(&doc.gateway_pairs)
-                ),
-                Format::Json => format!("{}\n", doc.to_json()),
-                Format::Html => {
-                    let settings =
-                        html::settings::from_config(&llmprobe::fleet::view_once(&config));
-                    html::page::report(&doc, &settings)
-                }
-            };
-            emit(&text, output.as_deref())?;
-            Ok(if all_ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(2)
-            })
-        }
+        } => sweep(&path, &targets, format, output.as_deref(), state.as_deref()).await,
         Command::Report { results, output } => {
             let text = if results.as_os_str() == "-" {
                 std::io::read_to_string(std::io::stdin())

@@ -1,6 +1,6 @@
 //! The layers of ARCHITECTURE.md, checked: the sources are parsed (`syn`),
 //! every path they name (`use` trees, `super::`, `self::`, code, macro
-//! bodies) resolved to the file that defines it, and the use graph held to
+//! bodies, attributes' tokens) resolved to the file that defines it, and the use graph held to
 //! the layer table ARCHITECTURE.md carries, with no circle between the files
 //! or folders of any folder. Test modules (`#[cfg(test)] mod`) are left out.
 
@@ -52,6 +52,8 @@ fn a_tree_that_breaks_the_rules_fails_naming_its_files() {
         "src/low/deep.rs uses src/high/mod.rs",
         // A path only a macro's tokens hold.
         "src/low/mod.rs uses src/pair/x.rs",
+        // A path only an attribute's tokens hold.
+        "src/low/attr.rs uses src/high/mod.rs",
         // Folders in a circle: high/ uses low/ as allowed, low/deep.rs back.
         "circle in src/: high/, low/",
         // Three files: a grouped `use super::{b::{..}}`, an inline
@@ -73,6 +75,18 @@ fn a_tree_that_breaks_the_rules_fails_naming_its_files() {
         "a.rs -> b.rs -> c.rs -> a.rs (src/ring/a.rs uses src/ring/b.rs; \
          src/ring/b.rs uses src/ring/c.rs; src/ring/c.rs uses src/ring/a.rs)"
     );
+}
+
+#[test]
+fn a_forbidden_use_inside_an_attribute_fails() {
+    // `#[command(version = crate::high::VERSION)]` in low/: the tokens of
+    // any attribute are read, not only serde's.
+    let findings = layers::check(&repo().join("testdata/layers/bad"));
+    let attr = findings
+        .iter()
+        .find(|f| f.key == "src/low/attr.rs uses src/high/mod.rs")
+        .unwrap_or_else(|| panic!("no finding for the attribute's use: {findings:#?}"));
+    assert!(attr.detail.contains("high/"), "{}", attr.detail);
 }
 
 #[test]
@@ -117,4 +131,87 @@ fn the_layer_table_is_read_as_written() {
         .err()
         .unwrap();
     assert!(err.contains("`anything`, `nothing`"), "{err}");
+}
+
+/// Every `.rs` file under `dir`, as a path relative to `src`.
+fn source_files(src: &Path, dir: &Path, out: &mut Vec<String>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            source_files(src, &path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let rel = path.strip_prefix(src).unwrap();
+            out.push(rel.to_string_lossy().replace('\\', "/"));
+        }
+    }
+}
+
+#[test]
+fn the_diagram_names_every_source_file() {
+    // A folder's mod.rs is named by its folder; every other file by name,
+    // in the diagram of ARCHITECTURE.md, so that a newcomer finds it there.
+    let architecture = std::fs::read_to_string(repo().join("ARCHITECTURE.md")).unwrap();
+    let diagram = architecture
+        .split("```")
+        .nth(1)
+        .expect("a diagram between ``` fences");
+    let named = |name: &str| {
+        diagram.match_indices(name).any(|(i, _)| {
+            let before = diagram[..i].chars().next_back();
+            !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+        })
+    };
+    let mut files = Vec::new();
+    let src = repo().join("src");
+    source_files(&src, &src, &mut files);
+    let missing: Vec<&String> = files
+        .iter()
+        .filter(|f| {
+            let name = f.rsplit('/').next().unwrap_or(f);
+            let shown = if name == "mod.rs" {
+                f.trim_end_matches("mod.rs")
+                    .rsplit('/')
+                    .nth(1)
+                    .unwrap_or("")
+            } else {
+                name
+            };
+            !named(shown)
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "not in ARCHITECTURE.md's diagram: {missing:?}"
+    );
+}
+
+#[test]
+fn results_reach_metrics_only_through_the_prometheus_sink() {
+    // `Metrics`'s methods that take results; its daemon-state ones
+    // (postponed sweeps, requests in flight, reloads, the fleet) are called
+    // where that state changes.
+    const RESULT_METHODS: [&str; 6] = [
+        ".observe_request(",
+        ".publish_sweep(",
+        ".publish_pair(",
+        ".describe_target(",
+        ".set_target_limits(",
+        ".set_target_info(",
+    ];
+    let src = repo().join("src");
+    let mut files = Vec::new();
+    source_files(&src, &src, &mut files);
+    let callers: Vec<String> = files
+        .iter()
+        .filter(|f| !f.starts_with("metrics/") && *f != "sinks/prometheus.rs")
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(src.join(f)).unwrap();
+            RESULT_METHODS
+                .iter()
+                .filter(|m| text.contains(*m))
+                .map(|m| format!("{f} calls {m}"))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(callers.is_empty(), "{callers:#?}");
 }

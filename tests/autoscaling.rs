@@ -287,6 +287,9 @@ fn llmprobe_config() -> String {
         levels: "[1, 2, 4, 8]",
         slo: Some("{ p95_latency: 10s, max_shed_ratio: 0.05, max_error_ratio: 0.05 }"),
         more_defaults: "  headroom: 0.9",
+        // The sustained rate once per loop (the rate recipe's rule reads
+        // it); a generous dispatch-lag bound on two loaded cores.
+        sustained: "{ every: 1000, max_dispatch_lag: 250ms }",
         rest: &format!(
             r#"
 targets:

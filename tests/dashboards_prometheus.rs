@@ -47,6 +47,10 @@ const SILENT_ALERTS: &[(&str, &str)] = &[
     ),
     ("LlmprobeKneeZero", "the knees are 8 and 4, not 0"),
     (
+        "LlmprobeSustainedRateDropped",
+        "each loop searches its sustained rate once (sustained.every 1000) and carries it: it never falls below its own 7-day p90",
+    ),
+    (
         "LlmprobeModelCapacityDropped",
         "the knees, and so the model's sum, stay the same every sweep",
     ),
@@ -178,6 +182,10 @@ fn llmprobe_config() -> String {
         workload: "short-chat",
         levels: "[1, 2, 4, 8]",
         slo: Some("{ p95_latency: 10s, max_shed_ratio: 0.05, max_error_ratio: 0.05 }"),
+        // One search per loop, carried after: the sustained-rate panel and
+        // rules have data, and a later search's noise cannot wake the drop
+        // alert. The dispatch-lag bound is generous: two loaded cores.
+        sustained: "{ every: 1000, max_dispatch_lag: 250ms }",
         // Every level in full, so that every panel has data: a level stopped
         // early has no throughput, and sim-b's saturation shows only at 8.
         // The server's metrics read often: the levels last a fraction of a second.

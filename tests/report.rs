@@ -170,6 +170,15 @@ fn the_report_of_a_json_document_validates_and_carries_its_numbers() {
             ("generation_p50", &l["generation_tokens_per_second"]["p50"]),
             ("itl_p50", &l["inter_token_latency_seconds"]["p50"]),
             ("itl_p95", &l["inter_token_latency_seconds"]["p95"]),
+            ("itl_p99", &l["inter_token_latency_seconds"]["p99"]),
+            (
+                "decision_latency_p95",
+                &l["decision_latency_seconds"]["p95"],
+            ),
+            ("achieved_concurrency", &l["achieved_concurrency"]),
+            // Connect time only where a level opened connections.
+            ("connect_p50", &l["connect_seconds"]["p50"]),
+            ("connect_p95", &l["connect_seconds"]["p95"]),
             ("shed_ratio", &l["shed_ratio"]),
             ("error_ratio", &l["error_ratio"]),
         ] {
@@ -205,8 +214,8 @@ fn the_report_of_a_json_document_validates_and_carries_its_numbers() {
     expected.sort_by(|a, b| a.partial_cmp(b).unwrap());
     assert_eq!(found_sorted, expected);
     assert!(
-        found.len() >= 5 * 12,
-        "five levels, twelve series and the server's"
+        found.len() >= 5 * 15,
+        "five levels, fifteen series and the server's"
     );
     let cap = &w["capacity"];
     assert!(html.contains(&format!(
@@ -299,10 +308,14 @@ fn sweep_writes_the_html_report_to_a_file() {
     assert_valid_html(&page);
     let html = std::fs::read_to_string(&page).unwrap();
     // The shipped simulator reasons: the answer TTFT has a chart of its own.
+    // Connect time only when a level had to open a connection (the pool
+    // is warmed before each; a loaded machine may still open one).
+    let connect = usize::from(html.contains("<title>Time to open a new connection</title>"));
     assert_eq!(
         html.matches("<svg").count(),
-        8,
-        "seven charts and the server's running and waiting"
+        10 + connect,
+        "one chart per quantity with a value (eight, or nine with connect \
+         time), the ratios, the server's running and waiting"
     );
     assert!(html.contains("Time to first answer token"));
     assert!(html.contains(">knee 8</text>"));
@@ -421,12 +434,16 @@ targets:
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert!(page.contains("<h1>sim &lt;1&gt;</h1>"), "{page}");
-    assert_eq!(page.matches("<svg").count(), 7);
+    // One chart per quantity with a value (connect time only when a level
+    // opened a connection), the ratios, the server's running and waiting.
+    let connect =
+        |page: &str| usize::from(page.contains("<title>Time to open a new connection</title>"));
+    assert_eq!(page.matches("<svg").count(), 9 + connect(&page));
     assert!(page.contains("data-series=\"throughput\" data-x=\"4\""));
     let (status, index) = get("/", true).await;
     assert_eq!(status, 200);
     assert!(index.contains(&format!("href=\"{target}\"")), "{index}");
-    assert_eq!(index.matches("<svg").count(), 7);
+    assert_eq!(index.matches("<svg").count(), 9 + connect(&index));
     assert!(!index.contains("<script"));
     // The same auth as /metrics.
     for path in ["/", target, "/metrics"] {

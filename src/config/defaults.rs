@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::labels::DECLARED_LABELS;
 
-// `listen:`, `schedule:`, `web:`.
+// `listen:`, `schedule:`, `web:`, `sinks:`.
 
 /// Address of /metrics, /healthz, /readyz.
 pub const LISTEN: &str = "0.0.0.0:9775";
@@ -21,6 +21,11 @@ pub const MAX_IN_FLIGHT_TOTAL: u32 = 64;
 pub const SWEEP_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 /// Whether `POST /-/reload` is served.
 pub const ENABLE_RELOAD: bool = true;
+
+// `sinks:`.
+
+/// Whether the log sink writes a line per finished round.
+pub const LOG_ROUNDS: bool = true;
 
 // `state_dir:`.
 

@@ -11,6 +11,7 @@ use serde::Deserialize;
 use super::defaults;
 use super::keys::per_target_keys;
 use super::simulator::SimConfig;
+use super::sinks::SinkSettings;
 use super::values::{Percent, PrefixCache};
 
 /// The configuration file as written.
@@ -38,6 +39,9 @@ pub struct FileConfig {
     /// Exposure of the HTTP endpoints.
     #[serde(default)]
     pub web: WebFile,
+    /// Each export sink's own settings.
+    #[serde(default)]
+    pub sinks: SinkSettings,
     /// Targets discovered from Prometheus `file_sd` files.
     #[serde(default)]
     pub file_sd: Option<FileSdFile>,

@@ -8,7 +8,7 @@
 //!   bounded reads of key and prompt files), [`checks`] (shared value
 //!   checks, size limits), [`error`], [`tls`] (the TLS files and the hooks
 //!   that check them), [`values`], [`gentle`], [`secret`], [`labels`],
-//!   [`prompts`], [`simulator`];
+//!   [`prompts`], [`simulator`], [`sinks`] (each export sink's settings);
 //! - [`keys`]: **the per-target keys, each declared once** with its type,
 //!   default and checks: a new per-target key is one entry there (see its
 //!   doc); [`defaults`]: the daemon-wide defaults;
@@ -35,6 +35,7 @@ pub mod resolve;
 pub mod resolved;
 pub mod secret;
 pub mod simulator;
+pub mod sinks;
 pub mod sustained;
 pub mod target;
 pub mod template;
@@ -56,6 +57,7 @@ pub use keys::{Keys, Settings, Slo, SloFile};
 pub use load::{decode, load, load_with};
 pub use resolve::{resolve, resolve_with};
 pub use resolved::*;
+pub use sinks::{LogSink, SinkSettings};
 pub use sustained::{Arrivals, SustainedSearch};
 pub use target::{resolve_target, Context};
 pub use template::target_file;

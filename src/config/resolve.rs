@@ -139,6 +139,7 @@ pub fn resolve_with(
             targets,
             gateway_pairs,
             web,
+            sinks: file.sinks.clone(),
             fleet,
             state_dir,
         })

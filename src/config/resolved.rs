@@ -13,6 +13,7 @@ use super::keys::{per_target_keys, Keys};
 use super::prompts::Prompt;
 use super::secret::Secret;
 use super::simulator::SimParams;
+use super::sinks::SinkSettings;
 use super::tls::{ClientTls, TlsFiles};
 use super::values::{MaxTokensField, PrefixCache};
 
@@ -31,6 +32,8 @@ pub struct Config {
     pub gateway_pairs: Vec<GatewayPair>,
     /// Exposure of the HTTP endpoints.
     pub web: Web,
+    /// Each export sink's own settings.
+    pub sinks: SinkSettings,
     /// Discovery from files and sharding.
     pub fleet: FleetConfig,
     /// Where the loops keep their state between runs; None: nowhere.

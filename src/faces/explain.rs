@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::config::{self, Config};
+use crate::config::{self, Config, Target};
 
 /// A human-readable account of what a valid configuration will do.
 pub fn explain(config: &Config) -> String {
@@ -42,6 +42,15 @@ pub fn explain(config: &Config) -> String {
         s.max_in_flight_total,
         humantime::format_duration(s.sweep_timeout)
     );
+    let _ = writeln!(
+        out,
+        "sinks: /metrics, the index page, {}",
+        if config.sinks.log.rounds {
+            "a log line per finished round"
+        } else {
+            "no log line per round (sinks.log.rounds: false)"
+        }
+    );
     let _ = match &config.state_dir {
         Some(dir) => writeln!(
             out,
@@ -55,123 +64,7 @@ pub fn explain(config: &Config) -> String {
     };
     out.push_str(&crate::fleet::explain(config));
     for t in &config.targets {
-        let endpoint = match &t.endpoint {
-            config::Endpoint::Url(u) => u.clone(),
-            config::Endpoint::Simulator(p) => format!("built-in simulated engine ({:?})", p.engine),
-        };
-        let _ = writeln!(out, "target {}: {} model {}", t.name, endpoint, t.model);
-        let _ = writeln!(
-            out,
-            "  key: {}; levels {:?}; warm-up {}; request timeout {}",
-            if t.api_key.is_some() { "set" } else { "none" },
-            t.levels,
-            t.warmup_requests,
-            humantime::format_duration(t.request_timeout)
-        );
-        if let Some(tls) = &t.tls {
-            let _ = writeln!(
-                out,
-                "  TLS: roots {}; client certificate {}",
-                tls.ca_file
-                    .as_ref()
-                    .map_or("built-in".into(), |f| format!("from {}", f.display())),
-                tls.identity
-                    .as_ref()
-                    .map_or("none".into(), |i| i.cert_file.display().to_string())
-            );
-        }
-        let _ = writeln!(
-            out,
-            "  SLO: p95 latency <= {}, shed ratio <= {}, error ratio <= {}; recommended max_in_flight = floor(knee x {})",
-            humantime::format_duration(t.slo.p95_latency),
-            t.slo.max_shed_ratio,
-            t.slo.max_error_ratio,
-            t.headroom
-        );
-        let _ = writeln!(
-            out,
-            "  gentle sweeps: early stop {}; refinement between levels {}; {}",
-            if t.early_stop { "on" } else { "off" },
-            match t.refine_resolution {
-                config::gentle::Resolution::Off => "off".to_string(),
-                r => format!("to {r}"),
-            },
-            match t.full_sweep_every {
-                0 | 1 => "every daemon sweep climbs from the lowest level".to_string(),
-                n => format!("the daemon climbs in full every {n} sweeps, the others start near the last knee"),
-            }
-        );
-        let _ = writeln!(
-            out,
-            "  output limit: {}",
-            match (t.max_tokens_field, t.api) {
-                (Some(f), _) => format!("sent as `{}` (configured)", f.as_str()),
-                (None, config::Api::Chat) =>
-                    "sent as `max_completion_tokens`, checked on every answer (`max_tokens`, then both, \
-                         if the server does not honour it); set max_tokens_field to skip the check"
-                        .to_string(),
-                (None, api) => format!(
-                    "sent as `{}`, checked on every answer; set max_tokens_field to skip the check",
-                    api.output_limit_fields()[0].as_str()
-                ),
-            }
-        );
-        if t.api != config::Api::Chat {
-            let _ = writeln!(out, "  api: {}", t.api.as_str());
-        }
-        let options = t.request_options();
-        if !options.body_keys.is_empty() || !t.extra_body.is_empty() {
-            let keys: Vec<&str> = t.extra_body.keys().map(String::as_str).collect();
-            let own: Vec<String> = config::BODY_KEYS
-                .iter()
-                .map(|k| match options.body_keys.get(k) {
-                    Some(v) => format!("{k} {v}"),
-                    None => format!("{k} not sent"),
-                })
-                .collect();
-            let _ = writeln!(
-                out,
-                "  request options: {}; extra body keys: {}",
-                own.join(", "),
-                if keys.is_empty() {
-                    "none".into()
-                } else {
-                    keys.join(", ")
-                }
-            );
-        }
-        let _ = writeln!(
-            out,
-            "  server metrics: {}",
-            match &t.server_metrics_url {
-                config::ServerMetricsUrl::Off => "off".to_string(),
-                config::ServerMetricsUrl::At(url) => format!(
-                    "read at {url} (server_metrics_url) every {} during each level",
-                    humantime::format_duration(t.server_metrics_period)
-                ),
-                config::ServerMetricsUrl::Find => format!(
-                    "looked for at warm-up beside /v1 (`/metrics`), then read every {} during each level; \
-                     none if it holds no known engine's figures",
-                    humantime::format_duration(t.server_metrics_period)
-                ),
-            }
-        );
-        for w in &t.workloads {
-            let _ = writeln!(
-                out,
-                "  workload {}: {} prompts, max {} output tokens, temperature {}, prefix cache: {}",
-                w.name,
-                w.prompts.len(),
-                w.max_completion_tokens,
-                w.temperature,
-                match w.prefix_cache {
-                    config::PrefixCache::Unique => "unique (a new marker starts every prompt)",
-                    config::PrefixCache::Shared => "shared (prompts sent as written)",
-                    config::PrefixCache::SharedSystemPrompt =>
-                        "shared system prompt (a new marker starts the first message after it)",
-                }
-            );
-        }
+        target(&mut out, t);
     }
     for p in &config.gateway_pairs {
         let _ = writeln!(
@@ -181,4 +74,137 @@ pub fn explain(config: &Config) -> String {
         );
     }
     out
+}
+
+/// What the daemon will do with one target.
+fn target(out: &mut String, t: &Target) {
+    let endpoint = match &t.endpoint {
+        config::Endpoint::Url(u) => u.clone(),
+        config::Endpoint::Simulator(p) => format!("built-in simulated engine ({:?})", p.engine),
+    };
+    let _ = writeln!(out, "target {}: {} model {}", t.name, endpoint, t.model);
+    let _ = writeln!(
+        out,
+        "  key: {}; levels {:?}; warm-up {}; request timeout {}",
+        if t.api_key.is_some() { "set" } else { "none" },
+        t.levels,
+        t.warmup_requests,
+        humantime::format_duration(t.request_timeout)
+    );
+    if let Some(tls) = &t.tls {
+        let _ = writeln!(
+            out,
+            "  TLS: roots {}; client certificate {}",
+            tls.ca_file
+                .as_ref()
+                .map_or("built-in".into(), |f| format!("from {}", f.display())),
+            tls.identity
+                .as_ref()
+                .map_or("none".into(), |i| i.cert_file.display().to_string())
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  SLO: p95 latency <= {}, shed ratio <= {}, error ratio <= {}; recommended max_in_flight = floor(knee x {})",
+        humantime::format_duration(t.slo.p95_latency),
+        t.slo.max_shed_ratio,
+        t.slo.max_error_ratio,
+        t.headroom
+    );
+    let _ = writeln!(
+        out,
+        "  gentle sweeps: early stop {}; refinement between levels {}; {}",
+        if t.early_stop { "on" } else { "off" },
+        match t.refine_resolution {
+            config::gentle::Resolution::Off => "off".to_string(),
+            r => format!("to {r}"),
+        },
+        match t.full_sweep_every {
+            0 | 1 => "every daemon sweep climbs from the lowest level".to_string(),
+            n => format!(
+                "the daemon climbs in full every {n} sweeps, the others start near the last knee"
+            ),
+        }
+    );
+    let _ = writeln!(
+        out,
+        "  output limit: {}",
+        match (t.max_tokens_field, t.api) {
+            (Some(f), _) => format!("sent as `{}` (configured)", f.as_str()),
+            (None, config::Api::Chat) =>
+                "sent as `max_completion_tokens`, checked on every answer (`max_tokens`, then both, \
+                     if the server does not honour it); set max_tokens_field to skip the check"
+                    .to_string(),
+            (None, api) => format!(
+                "sent as `{}`, checked on every answer; set max_tokens_field to skip the check",
+                api.output_limit_fields()[0].as_str()
+            ),
+        }
+    );
+    if t.api != config::Api::Chat {
+        let _ = writeln!(out, "  api: {}", t.api.as_str());
+    }
+    let options = t.request_options();
+    if !options.body_keys.is_empty() || !t.extra_body.is_empty() {
+        let keys: Vec<&str> = t.extra_body.keys().map(String::as_str).collect();
+        let own: Vec<String> = config::BODY_KEYS
+            .iter()
+            .map(|k| match options.body_keys.get(k) {
+                Some(v) => format!("{k} {v}"),
+                None => format!("{k} not sent"),
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  request options: {}; extra body keys: {}",
+            own.join(", "),
+            if keys.is_empty() {
+                "none".into()
+            } else {
+                keys.join(", ")
+            }
+        );
+    }
+    server_metrics(out, t);
+    workloads(out, t);
+}
+
+/// Where the target's server metrics are read, if anywhere.
+fn server_metrics(out: &mut String, t: &Target) {
+    let _ = writeln!(
+        out,
+        "  server metrics: {}",
+        match &t.server_metrics_url {
+            config::ServerMetricsUrl::Off => "off".to_string(),
+            config::ServerMetricsUrl::At(url) => format!(
+                "read at {url} (server_metrics_url) every {} during each level",
+                humantime::format_duration(t.server_metrics_period)
+            ),
+            config::ServerMetricsUrl::Find => format!(
+                "looked for at warm-up beside /v1 (`/metrics`), then read every {} during each level; \
+                 none if it holds no known engine's figures",
+                humantime::format_duration(t.server_metrics_period)
+            ),
+        }
+    );
+}
+
+/// The target's workloads, one line each.
+fn workloads(out: &mut String, t: &Target) {
+    for w in &t.workloads {
+        let _ = writeln!(
+            out,
+            "  workload {}: {} prompts, max {} output tokens, temperature {}, prefix cache: {}",
+            w.name,
+            w.prompts.len(),
+            w.max_completion_tokens,
+            w.temperature,
+            match w.prefix_cache {
+                config::PrefixCache::Unique => "unique (a new marker starts every prompt)",
+                config::PrefixCache::Shared => "shared (prompts sent as written)",
+                config::PrefixCache::SharedSystemPrompt =>
+                    "shared system prompt (a new marker starts the first message after it)",
+            }
+        );
+    }
 }

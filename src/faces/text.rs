@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use crate::stats::quantity::{Quantity, Unit};
 use crate::stats::report::{
     Basis, Capacity, Decision, FoundIn, LevelRole, LevelSummary, OutputLimit, PairReport,
     SweepKind, SweepReport, WorkloadReport,
@@ -55,33 +56,58 @@ pub(crate) fn level_notes(l: &LevelSummary) -> String {
     notes
 }
 
-/// A level's figures as a row of the table (without its notes); `answer`
-/// adds the answer's TTFT columns.
-fn level_row(l: &LevelSummary, answer: bool) -> String {
-    let answer_cells = if answer {
-        format!(
-            " {:>9} {:>9}",
-            secs(l.answer_ttft_seconds.p50),
-            secs(l.answer_ttft_seconds.p95)
-        )
-    } else {
-        String::new()
-    };
-    format!(
-        "  {:>5} {:>9.1} {:>5} {:>5} {:>5} {:>5} {:>9} {:>9}{answer_cells} {:>11} {:>9} {:>12.1} {:>5}",
+/// The quantities the table shows: every one of the list, those of a
+/// reasoning model only when `reasoning`.
+fn shown(reasoning: bool) -> impl Iterator<Item = Quantity> {
+    Quantity::ALL
+        .into_iter()
+        .filter(move |q| reasoning || !q.spec().reasoning_only)
+}
+
+/// A column's width: its heading's, at least 9.
+fn width(heading: &str) -> usize {
+    heading.chars().count().max(9)
+}
+
+/// A figure as the table writes its unit: seconds in ms below one second.
+fn cell(unit: Unit, v: Option<f64>) -> String {
+    match unit {
+        Unit::Seconds => secs(v),
+        Unit::TokensPerSecond | Unit::Requests => num(v),
+    }
+}
+
+/// The table's heading line; `reasoning` adds the answer's TTFT columns.
+fn level_heading(reasoning: bool) -> String {
+    let mut out = format!(
+        "  {:>5} {:>5} {:>5} {:>5} {:>5}",
+        "conc", "reqs", "ok", "shed", "err"
+    );
+    for h in shown(reasoning).flat_map(Quantity::headings) {
+        let _ = write!(out, " {h:>w$}", w = width(&h));
+    }
+    let _ = write!(out, " {:>5}", "conns");
+    out
+}
+
+/// A level's figures as a row of the table (without its notes), under
+/// [`level_heading`]'s columns.
+fn level_row(l: &LevelSummary, reasoning: bool) -> String {
+    let mut out = format!(
+        "  {:>5} {:>5} {:>5} {:>5} {:>5}",
         l.concurrency,
-        l.achieved_concurrency,
         l.requests,
         l.count(Outcome::Ok),
         l.shed(),
         errors(l),
-        secs(l.ttft_seconds.p50),
-        secs(l.ttft_seconds.p95),
-        num(l.generation_tokens_per_second.p50),
-        secs(l.latency_seconds.p95),
-        l.throughput_tokens_per_second,
-        l.new_connections,
-    )
+    );
+    for q in shown(reasoning) {
+        for (h, v) in q.headings().iter().zip(q.cells(l)) {
+            let _ = write!(out, " {:>w$}", cell(q.spec().unit, v), w = width(h));
+        }
+    }
+    let _ = write!(out, " {:>5}", l.new_connections);
+    out
 }
 
 /// How long before a sweep that finished at `finished` (Unix seconds) a
@@ -170,27 +196,7 @@ pub fn table(reports: &[SweepReport]) -> String {
             // first token (a reasoning model): elsewhere they would repeat
             // TTFT, and a note says so.
             let answer = reasons(w);
-            let answer_head = if answer {
-                format!(" {:>9} {:>9}", "ans p50", "ans p95")
-            } else {
-                String::new()
-            };
-            let _ = writeln!(
-                out,
-                "  {:>5} {:>9} {:>5} {:>5} {:>5} {:>5} {:>9} {:>9}{answer_head} {:>11} {:>9} {:>12} {:>5}",
-                "conc",
-                "in flight",
-                "reqs",
-                "ok",
-                "shed",
-                "err",
-                "ttft p50",
-                "ttft p95",
-                "gen p50 t/s",
-                "lat p95",
-                "thru tok/s",
-                "conns"
-            );
+            let _ = writeln!(out, "{}", level_heading(answer));
             for l in &w.levels {
                 let _ = writeln!(out, "{}{}", level_row(l, answer), level_notes(l));
             }

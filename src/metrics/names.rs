@@ -7,10 +7,11 @@
 //!
 //! [`Outcome::as_str`]: crate::stats::sample::Outcome::as_str
 
+use crate::stats::quantity::Quantity;
 use crate::stats::report::Percentiles;
 
 /// Name, help and label names of one family.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub struct Spec {
     /// Family name.
     pub name: &'static str,
@@ -215,41 +216,11 @@ pub const SCHEDULE_INTERVAL: Spec = Spec {
 // a sweep ends; see `results`).
 // ---------------------------------------------------------------------------
 
-/// TTFT percentiles per level.
-pub const SWEEP_TTFT: Spec = Spec {
-    name: "llmprobe_sweep_ttft_seconds",
-    help: "Time to first token percentiles of the latest completed sweep, per level.",
-    labels: LEVEL_PERCENTILE,
-};
-/// Answer TTFT percentiles per level.
-pub const SWEEP_ANSWER_TTFT: Spec = Spec {
-    name: "llmprobe_sweep_answer_ttft_seconds",
-    help: "Time to the first answer token (content or a tool call, after any reasoning) percentiles of the latest completed sweep, per level; equal to llmprobe_sweep_ttft_seconds for a model that does not reason.",
-    labels: LEVEL_PERCENTILE,
-};
 /// Reasoning tokens per level.
 pub const SWEEP_REASONING_TOKENS: Spec = Spec {
     name: "llmprobe_sweep_reasoning_tokens",
     help: "Reasoning tokens of the level's completed requests in the latest completed sweep (usage.completion_tokens_details.reasoning_tokens when reported, else chunks that carried reasoning).",
     labels: LEVEL,
-};
-/// Latency percentiles per level.
-pub const SWEEP_LATENCY: Spec = Spec {
-    name: "llmprobe_sweep_latency_seconds",
-    help: "End-to-end request latency percentiles of the latest completed sweep, per level.",
-    labels: LEVEL_PERCENTILE,
-};
-/// Inter-token latency percentiles per level.
-pub const SWEEP_ITL: Spec = Spec {
-    name: "llmprobe_sweep_inter_token_latency_seconds",
-    help: "Percentiles of the gaps between streamed content chunks in the latest completed sweep, per level.",
-    labels: LEVEL_PERCENTILE,
-};
-/// Generation speed percentiles per level.
-pub const SWEEP_GENERATION: Spec = Spec {
-    name: "llmprobe_sweep_generation_tokens_per_second",
-    help: "Per-request generation speed percentiles of the latest completed sweep, per level.",
-    labels: LEVEL_PERCENTILE,
 };
 /// Sample counts behind the percentile families, by [`quantity`].
 pub const SWEEP_SAMPLES: Spec = Spec {
@@ -257,29 +228,11 @@ pub const SWEEP_SAMPLES: Spec = Spec {
     help: "Number of samples the sweep percentiles of a quantity rest on (a p95 of few samples is imprecise).",
     labels: &["target", "model", "workload", "concurrency", "quantity"],
 };
-/// Throughput per level.
-pub const SWEEP_THROUGHPUT: Spec = Spec {
-    name: "llmprobe_sweep_throughput_tokens_per_second",
-    help: "Aggregate output tokens per second of the level in the latest completed sweep.",
-    labels: LEVEL,
-};
-/// Achieved concurrency per level.
-pub const SWEEP_ACHIEVED: Spec = Spec {
-    name: "llmprobe_sweep_achieved_concurrency",
-    help: "Mean requests in flight over the level (time-weighted) in the latest completed sweep; a level under 90% of its concurrency does not count toward the knee.",
-    labels: LEVEL,
-};
 /// New connections per level.
 pub const SWEEP_NEW_CONNECTIONS: Spec = Spec {
     name: "llmprobe_sweep_new_connections",
     help: "Counted requests of the level that had to open a new connection (the pool is warmed before each level) in the latest completed sweep.",
     labels: LEVEL,
-};
-/// Connect time percentiles per level.
-pub const SWEEP_CONNECT: Spec = Spec {
-    name: "llmprobe_sweep_connect_seconds",
-    help: "Percentiles of the time counted requests spent opening a new connection (DNS, TCP, TLS) in the latest completed sweep, per level.",
-    labels: LEVEL_PERCENTILE,
 };
 /// Shed ratio per level.
 pub const SWEEP_SHED: Spec = Spec {
@@ -583,18 +536,10 @@ pub const GATEWAY_SAMPLES: Spec = Spec {
     labels: &["pair", "quantity"],
 };
 
-/// Every family rendered from the results.
-pub const RESULT_FAMILIES: [&Spec; 59] = [
-    &SWEEP_TTFT,
-    &SWEEP_ANSWER_TTFT,
-    &SWEEP_LATENCY,
-    &SWEEP_ITL,
-    &SWEEP_GENERATION,
-    &SWEEP_CONNECT,
+/// The result families other than the quantities' (see [`RESULT_FAMILIES`]).
+const OTHER_RESULT_FAMILIES: [&Spec; 51] = [
     &SWEEP_SAMPLES,
-    &SWEEP_THROUGHPUT,
     &SWEEP_REASONING_TOKENS,
-    &SWEEP_ACHIEVED,
     &SWEEP_NEW_CONNECTIONS,
     &SWEEP_SHED,
     &SWEEP_ERROR,
@@ -646,21 +591,51 @@ pub const RESULT_FAMILIES: [&Spec; 59] = [
     &GATEWAY_SAMPLES,
 ];
 
-/// `quantity` label values: which measured quantity a sample count (of
-/// [`SWEEP_SAMPLES`]) or an overhead (of [`GATEWAY_OVERHEAD`]) is of.
+/// The family of a quantity of the list: its name and help are the
+/// list's ([`Quantity::spec`]), its labels those of a level, with
+/// `percentile` for a quantity read as percentiles.
+const fn quantity_family(q: Quantity) -> Spec {
+    let spec = q.spec();
+    Spec {
+        name: spec.metric,
+        help: spec.help,
+        labels: if q.has_percentiles() {
+            LEVEL_PERCENTILE
+        } else {
+            LEVEL
+        },
+    }
+}
+
+/// Every family rendered from the results: one per quantity of
+/// [`Quantity::ALL`], in its order, then the others.
+pub const RESULT_FAMILIES: [Spec; Quantity::ALL.len() + OTHER_RESULT_FAMILIES.len()] = {
+    let mut out = [SWEEP_SAMPLES; Quantity::ALL.len() + OTHER_RESULT_FAMILIES.len()];
+    let mut i = 0;
+    while i < Quantity::ALL.len() {
+        out[i] = quantity_family(Quantity::ALL[i]);
+        i += 1;
+    }
+    let mut j = 0;
+    while j < OTHER_RESULT_FAMILIES.len() {
+        out[i + j] = *OTHER_RESULT_FAMILIES[j];
+        j += 1;
+    }
+    out
+};
+
+/// `quantity` label values of [`GATEWAY_OVERHEAD`]: the two quantities of
+/// the list a gateway adds to, under the list's labels (those of
+/// [`SWEEP_SAMPLES`] are each quantity's [`label`]).
+///
+/// [`label`]: crate::stats::quantity::QuantitySpec::label
 pub mod quantity {
+    use crate::stats::quantity::Quantity;
+
     /// Time to first token.
-    pub const TTFT: &str = "ttft";
-    /// Time to the first answer token.
-    pub const ANSWER_TTFT: &str = "answer_ttft";
+    pub const TTFT: &str = Quantity::Ttft.spec().label;
     /// End-to-end latency.
-    pub const LATENCY: &str = "latency";
-    /// Gaps between content chunks.
-    pub const INTER_TOKEN_LATENCY: &str = "inter_token_latency";
-    /// Per-request generation speed.
-    pub const GENERATION_SPEED: &str = "generation_speed";
-    /// Time to open a new connection.
-    pub const CONNECT: &str = "connect";
+    pub const LATENCY: &str = Quantity::Latency.spec().label;
 }
 
 /// The `quantity` label of [`SWEEP_VERDICT_BOUND`].

@@ -18,8 +18,9 @@ use crate::config::Target;
 use crate::metrics::exposition::Source;
 use crate::metrics::locks::{read, write};
 use crate::metrics::names::{self, quantity, stat, Spec};
+use crate::stats::quantity::{Quantity, Reading};
 use crate::stats::report::{
-    Basis, LevelRole, PairReport, Percentiles, Setup, SweepReport, Verdict,
+    Basis, LevelRole, LevelSummary, PairReport, Setup, SweepReport, Verdict,
 };
 use crate::stats::sample::Outcome;
 use crate::stats::sustained::Sustained;
@@ -82,7 +83,7 @@ pub(super) struct Results {
 /// Checks the names and label names of every result family, as registering
 /// them would (they are rendered apart from the registry).
 pub(super) fn check_names() -> Result<(), prometheus::Error> {
-    for spec in names::RESULT_FAMILIES {
+    for spec in &names::RESULT_FAMILIES {
         Desc::new(
             spec.name.to_string(),
             spec.help.to_string(),
@@ -250,6 +251,98 @@ fn write_verdict(out: &mut PieceWriter, level: [&str; 4], v: &Verdict) {
     }
 }
 
+/// Writes one level's series (labels: target, model, workload); a level
+/// that does not say when it was measured counts as measured at
+/// `finished_at`, the sweep's end.
+fn write_level(out: &mut PieceWriter, workload: [&str; 3], level: &LevelSummary, finished_at: f64) {
+    let [t, m, w] = workload;
+    let concurrency = level.concurrency.to_string();
+    let c = concurrency.as_str();
+    // Documents written before the field: the sweep's end.
+    let measured_at = if level.measured_at_unix_seconds > 0.0 {
+        level.measured_at_unix_seconds
+    } else {
+        finished_at
+    };
+    out.add(&names::SWEEP_LEVEL_MEASURED, &[t, m, w, c], measured_at);
+    for (spec, q) in names::RESULT_FAMILIES.iter().zip(Quantity::ALL) {
+        match q.read(level) {
+            Reading::Percentiles(p) => {
+                for (percentile, value) in names::percentiles(p) {
+                    if let Some(v) = value {
+                        out.add(spec, &[t, m, w, c, percentile], v);
+                    }
+                }
+                let label = q.spec().label;
+                out.add(&names::SWEEP_SAMPLES, &[t, m, w, c, label], p.count as f64);
+            }
+            Reading::Value(Some(v)) => out.add(spec, &[t, m, w, c], v),
+            Reading::Value(None) => {}
+        }
+    }
+    out.add(
+        &names::SWEEP_REASONING_TOKENS,
+        &[t, m, w, c],
+        level.reasoning_tokens as f64,
+    );
+    out.add(
+        &names::SWEEP_NEW_CONNECTIONS,
+        &[t, m, w, c],
+        level.new_connections as f64,
+    );
+    out.add(&names::SWEEP_SHED, &[t, m, w, c], level.shed_ratio);
+    out.add(&names::SWEEP_ERROR, &[t, m, w, c], level.error_ratio);
+    for outcome in Outcome::ALL {
+        let n = level.count(outcome);
+        out.add(
+            &names::SWEEP_REQUESTS,
+            &[t, m, w, c, outcome.as_str()],
+            n as f64,
+        );
+    }
+    let early = level.stopped_early;
+    out.add(
+        &names::SWEEP_STOPPED_EARLY,
+        &[t, m, w, c],
+        if early.is_some() { 1.0 } else { 0.0 },
+    );
+    out.add(
+        &names::SWEEP_REQUESTS_SAVED,
+        &[t, m, w, c],
+        early.map_or(0.0, |e| e.saved_requests as f64),
+    );
+    if let Some(v) = &level.verdict {
+        write_verdict(out, [t, m, w, c], v);
+    }
+    if let Some(s) = level.server.as_ref().filter(|s| s.readings > 0) {
+        let gauges = [
+            (&names::SWEEP_SERVER_RUNNING, s.running),
+            (&names::SWEEP_SERVER_WAITING, s.waiting),
+        ];
+        for (spec, g) in gauges {
+            if let Some(g) = g {
+                out.add(spec, &[t, m, w, c, stat::MAX], g.max);
+                out.add(spec, &[t, m, w, c, stat::MEAN], g.mean);
+            }
+        }
+        if let Some(u) = s.kv_cache_usage_max {
+            out.add(&names::SWEEP_SERVER_KV_CACHE, &[t, m, w, c], u);
+        }
+        if let Some(p) = s.preemptions {
+            out.add(&names::SWEEP_SERVER_PREEMPTIONS, &[t, m, w, c], p);
+        }
+    }
+    out.add(
+        &names::SWEEP_REFINEMENT,
+        &[t, m, w, c],
+        if level.role == LevelRole::Refinement {
+            1.0
+        } else {
+            0.0
+        },
+    );
+}
+
 /// Writes the results of a successful sweep: its completion time, levels
 /// and capacity.
 fn write_results(out: &mut PieceWriter, report: &SweepReport) {
@@ -267,131 +360,7 @@ fn write_results(out: &mut PieceWriter, report: &SweepReport) {
         let mut levels: Vec<_> = wl.levels.iter().chain(&wl.carried_levels).collect();
         levels.sort_by_key(|l| l.concurrency);
         for level in levels {
-            let concurrency = level.concurrency.to_string();
-            let c = concurrency.as_str();
-            // Documents written before the field: the sweep's end.
-            let measured_at = if level.measured_at_unix_seconds > 0.0 {
-                level.measured_at_unix_seconds
-            } else {
-                report.finished_at_unix_seconds
-            };
-            out.add(&names::SWEEP_LEVEL_MEASURED, &[t, m, w, c], measured_at);
-            let quantities: [(&Spec, &str, &Percentiles); 6] = [
-                (&names::SWEEP_TTFT, quantity::TTFT, &level.ttft_seconds),
-                (
-                    &names::SWEEP_ANSWER_TTFT,
-                    quantity::ANSWER_TTFT,
-                    &level.answer_ttft_seconds,
-                ),
-                (
-                    &names::SWEEP_LATENCY,
-                    quantity::LATENCY,
-                    &level.latency_seconds,
-                ),
-                (
-                    &names::SWEEP_ITL,
-                    quantity::INTER_TOKEN_LATENCY,
-                    &level.inter_token_latency_seconds,
-                ),
-                (
-                    &names::SWEEP_GENERATION,
-                    quantity::GENERATION_SPEED,
-                    &level.generation_tokens_per_second,
-                ),
-                (
-                    &names::SWEEP_CONNECT,
-                    quantity::CONNECT,
-                    &level.connect_seconds,
-                ),
-            ];
-            for (spec, quantity, p) in quantities {
-                for (percentile, value) in names::percentiles(p) {
-                    if let Some(v) = value {
-                        out.add(spec, &[t, m, w, c, percentile], v);
-                    }
-                }
-                out.add(
-                    &names::SWEEP_SAMPLES,
-                    &[t, m, w, c, quantity],
-                    p.count as f64,
-                );
-            }
-            // A level stopped early completed too few requests for
-            // its throughput to mean anything: left out, as a
-            // percentile without samples is.
-            if level.stopped_early.is_none() {
-                out.add(
-                    &names::SWEEP_THROUGHPUT,
-                    &[t, m, w, c],
-                    level.throughput_tokens_per_second,
-                );
-            }
-            out.add(
-                &names::SWEEP_REASONING_TOKENS,
-                &[t, m, w, c],
-                level.reasoning_tokens as f64,
-            );
-            out.add(
-                &names::SWEEP_ACHIEVED,
-                &[t, m, w, c],
-                level.achieved_concurrency,
-            );
-            out.add(
-                &names::SWEEP_NEW_CONNECTIONS,
-                &[t, m, w, c],
-                level.new_connections as f64,
-            );
-            out.add(&names::SWEEP_SHED, &[t, m, w, c], level.shed_ratio);
-            out.add(&names::SWEEP_ERROR, &[t, m, w, c], level.error_ratio);
-            for outcome in Outcome::ALL {
-                let n = level.count(outcome);
-                out.add(
-                    &names::SWEEP_REQUESTS,
-                    &[t, m, w, c, outcome.as_str()],
-                    n as f64,
-                );
-            }
-            let early = level.stopped_early;
-            out.add(
-                &names::SWEEP_STOPPED_EARLY,
-                &[t, m, w, c],
-                if early.is_some() { 1.0 } else { 0.0 },
-            );
-            out.add(
-                &names::SWEEP_REQUESTS_SAVED,
-                &[t, m, w, c],
-                early.map_or(0.0, |e| e.saved_requests as f64),
-            );
-            if let Some(v) = &level.verdict {
-                write_verdict(out, [t, m, w, c], v);
-            }
-            if let Some(s) = level.server.as_ref().filter(|s| s.readings > 0) {
-                let gauges = [
-                    (&names::SWEEP_SERVER_RUNNING, s.running),
-                    (&names::SWEEP_SERVER_WAITING, s.waiting),
-                ];
-                for (spec, g) in gauges {
-                    if let Some(g) = g {
-                        out.add(spec, &[t, m, w, c, stat::MAX], g.max);
-                        out.add(spec, &[t, m, w, c, stat::MEAN], g.mean);
-                    }
-                }
-                if let Some(u) = s.kv_cache_usage_max {
-                    out.add(&names::SWEEP_SERVER_KV_CACHE, &[t, m, w, c], u);
-                }
-                if let Some(p) = s.preemptions {
-                    out.add(&names::SWEEP_SERVER_PREEMPTIONS, &[t, m, w, c], p);
-                }
-            }
-            out.add(
-                &names::SWEEP_REFINEMENT,
-                &[t, m, w, c],
-                if level.role == LevelRole::Refinement {
-                    1.0
-                } else {
-                    0.0
-                },
-            );
+            write_level(out, [t, m, w], level, report.finished_at_unix_seconds);
         }
         let cap = &wl.capacity;
         out.add(
@@ -668,7 +637,7 @@ impl Source for ResultsSource {
                     continue;
                 }
                 if !self.header_written {
-                    family_header(out, names::RESULT_FAMILIES[f], "gauge");
+                    family_header(out, &names::RESULT_FAMILIES[f], "gauge");
                     self.header_written = true;
                 }
                 out.push_str(lines);

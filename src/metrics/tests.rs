@@ -700,11 +700,19 @@ fn every_exported_family_is_named_in_names_rs() {
     ] {
         assert!(families.contains(&family), "{family} not exported:\n{text}");
     }
+    // The quantities' families are named in their list.
+    let quantities = include_str!("../stats/quantity.rs");
     let unnamed: Vec<&&str> = families
         .iter()
-        .filter(|f| !names.contains(&format!("name: \"{f}\"")))
+        .filter(|f| {
+            !names.contains(&format!("name: \"{f}\""))
+                && !quantities.contains(&format!("metric: \"{f}\""))
+        })
         .collect();
-    assert!(unnamed.is_empty(), "not in names.rs: {unnamed:?}");
+    assert!(
+        unnamed.is_empty(),
+        "not in names.rs nor stats/quantity.rs: {unnamed:?}"
+    );
 }
 
 #[test]
@@ -1100,14 +1108,15 @@ fn result_series_per_target_workload_and_level_are_counted() {
     ));
     m.publish_sweep(&report("w2", vec![workload("chat", &[1])]));
     let series = parse(&m.results.text());
-    // Per level: 5 quantities (TTFT, answer TTFT, latency, inter-token
-    // latency, generation speed) x (3 percentiles + a sample count), the
+    // Per level: 6 quantities (TTFT, answer TTFT, latency, decision
+    // latency, inter-token latency, generation speed) x (3 percentiles + a
+    // sample count), the
     // connect-time sample count (its percentiles only when connections were
     // opened), throughput, reasoning tokens, shed and error ratio, achieved
     // concurrency, new connections, whether it stopped early, requests it
     // saved, whether it was a refinement probe, when it was measured, and
     // every outcome, zero or not.
-    let per_level = 5 * (3 + 1) + 1 + 4 + 2 + 4 + Outcome::ALL.len();
+    let per_level = 6 * (3 + 1) + 1 + 4 + 2 + 4 + Outcome::ALL.len();
     // Per workload: knee, whether it was decided, lower bound, throughput,
     // request rate and its sample count, recommendation, saturation, levels
     // not measured, knee carried over, when the knee was measured.
@@ -1119,7 +1128,7 @@ fn result_series_per_target_workload_and_level_are_counted() {
         series.len(),
         levels * per_level + 3 * per_workload + 2 * per_target
     );
-    assert_eq!(per_level, 39);
+    assert_eq!(per_level, 43);
     // Forgetting a target takes every one of its series away.
     m.forget_target("w1");
     let left = parse(&m.results.text());

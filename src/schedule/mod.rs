@@ -9,6 +9,7 @@
 //! one-shot `llmprobe sweep`, measuring each job as one round of its loop.
 
 pub mod endpoint;
+mod forward;
 mod handoff;
 pub mod idle_gate;
 mod jitter;
@@ -27,13 +28,12 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, Schedule, Target, Workload};
+use crate::config::{Config, Schedule};
 use crate::metrics::Metrics;
 use crate::probe::tls::Clients;
 use crate::sinks::Sinks;
-use crate::stats::sample::Sample;
 use crate::sweep::interleaved::pair_targets;
-use crate::sweep::{Observer, SweepEnv};
+use crate::sweep::SweepEnv;
 use handoff::Handoff;
 pub use jitter::jittered;
 use job::{Job, Keep, Outputs};
@@ -88,19 +88,6 @@ pub struct Scheduler {
     state: Option<Arc<StateDir>>,
     /// What stopped target loops left for the loops started in their place.
     handoff: Arc<Handoff>,
-}
-
-/// Feeds every measured request into the running totals.
-struct MetricsObserver(Arc<Metrics>);
-
-impl Observer for MetricsObserver {
-    fn request(&self, target: &Target, workload: &Workload, sample: &Sample) {
-        self.0
-            .observe_request(&target.name, &target.model, &workload.name, sample);
-    }
-    fn in_flight(&self) -> Option<Box<dyn Send>> {
-        Some(Box::new(self.0.request_in_flight()))
-    }
 }
 
 /// Every job of `config`, targets first (in configuration order), then
@@ -189,7 +176,7 @@ impl Scheduler {
                 self.clients.clone(),
                 config.schedule.max_in_flight_total,
                 self.root.child_token(),
-                Arc::new(MetricsObserver(self.out.metrics.clone())),
+                Arc::new(forward::ToSinks::of(&self.out)),
             );
             self.env = Some(env);
         }

@@ -1,17 +1,25 @@
 //! The log sink: one line per finished sweep or pair measurement (failed
-//! requests summarised, never one line each).
+//! requests summarised, never one line each); `sinks.log.rounds: false`
+//! turns it off.
 
 use std::collections::BTreeMap;
 
 use std::sync::Arc;
 
-use crate::config::Target;
+use crate::config::{LogSink, Target};
 use crate::sinks::sink::Sink;
 use crate::stats::report::{PairReport, SweepReport};
 use crate::stats::sample::Outcome;
 
 /// Writes a line per finished round.
 pub struct Log;
+
+impl Log {
+    /// The log sink for its settings; None when they turn it off.
+    pub fn build(settings: &LogSink) -> Option<Arc<dyn Sink>> {
+        settings.rounds.then(|| Arc::new(Log) as Arc<dyn Sink>)
+    }
+}
 
 impl Sink for Log {
     fn sweep(&self, _target: &Target, report: &Arc<SweepReport>) {

@@ -1,11 +1,15 @@
-//! The `/metrics` sink: a finished round's results into [`Metrics`].
+//! The `/metrics` sink: every measured request into the running totals, a
+//! finished round's results into [`Metrics`]. The one writer of results to
+//! `/metrics`; the daemon's own state (sweeps postponed, requests in
+//! flight, reloads, the fleet) is written where it changes.
 
 use std::sync::Arc;
 
-use crate::config::{Schedule, Target};
+use crate::config::{Schedule, Target, Workload};
 use crate::metrics::{Metrics, TargetLimits};
 use crate::sinks::sink::Sink;
 use crate::stats::report::{PairReport, SweepReport};
+use crate::stats::sample::Sample;
 
 /// Exports results on `/metrics`.
 pub struct Prometheus(pub Arc<Metrics>);
@@ -22,6 +26,11 @@ impl Sink for Prometheus {
         let field = target.max_tokens_field.map_or("", |f| f.as_str());
         self.0.describe_target(target, &Default::default(), field);
         self.0.target_started(&target.name);
+    }
+
+    fn request(&self, target: &Target, workload: &Workload, sample: &Sample) {
+        self.0
+            .observe_request(&target.name, &target.model, &workload.name, sample);
     }
 
     fn sweep(&self, target: &Target, report: &Arc<SweepReport>) {

@@ -1,11 +1,13 @@
-//! What an export sink is told: the hooks of a loop's life and its results.
+//! What an export sink is told: the hooks of a loop's life, every measured
+//! request and finished level as they happen, and each round's results.
 
 use std::sync::Arc;
 
-use crate::config::{Schedule, Target};
-use crate::stats::report::{PairReport, SweepReport};
+use crate::config::{Schedule, Target, Workload};
+use crate::stats::report::{LevelSummary, PairReport, SweepReport};
+use crate::stats::sample::Sample;
 
-/// One place results are exported to. Every hook but the two results has a
+/// One place results are exported to. Every hook but the two rounds has a
 /// default that does nothing, so a sink implements only what it keeps.
 pub trait Sink: Send + Sync {
     /// A target's loop is (re)configured, before it reaches its server.
@@ -14,6 +16,11 @@ pub trait Sink: Send + Sync {
     fn target_announced(&self, _target: &Target) {}
     /// A target's server was reached: what is known before the first sweep.
     fn target_started(&self, _target: &Target) {}
+    /// A measured (counted) request ended, of a sweep or a gateway pair;
+    /// called on the sweep's task, so it must not block.
+    fn request(&self, _target: &Target, _workload: &Workload, _sample: &Sample) {}
+    /// A level of a target's sweep finished (before the sweep does).
+    fn level(&self, _target: &Target, _workload: &Workload, _level: &LevelSummary) {}
     /// A target's sweep finished.
     fn sweep(&self, target: &Target, report: &Arc<SweepReport>);
     /// A gateway pair's measurement finished.

@@ -144,16 +144,7 @@ pub fn summarize_level(
     slo: &Slo,
 ) -> LevelSummary {
     let outcomes = count_outcomes(samples);
-    let mut error_examples: BTreeMap<&'static str, String> = BTreeMap::new();
-    for s in samples {
-        // A request llmprobe cancelled itself has nothing to explain.
-        let failed = !matches!(s.outcome, Outcome::Ok | Outcome::Cancelled);
-        if let (true, Some(e)) = (failed, &s.error) {
-            error_examples
-                .entry(s.outcome.as_str())
-                .or_insert_with(|| e.clone());
-        }
-    }
+    let error_examples = error_examples(samples);
     let ok: Vec<&Sample> = samples
         .iter()
         .filter(|s| s.outcome == Outcome::Ok)
@@ -199,14 +190,7 @@ pub fn summarize_level(
         .count();
     let token_source = source_of(from_usage, ok.len());
     let reasoning_token_source = source_of(reasoning_from_usage, ok.len());
-    let (usage_tokens, usage_chunks) = ok
-        .iter()
-        .filter(|s| s.token_source == TokenSource::Usage)
-        .fold((0u64, 0u64), |(t, c), s| {
-            (t + s.output_tokens, c + s.content_chunks)
-        });
-    let tokens_per_content_chunk =
-        (usage_chunks > 0).then(|| usage_tokens as f64 / usage_chunks as f64);
+    let tokens_per_content_chunk = tokens_per_content_chunk(&ok);
     let latency = percentiles(&mut latency);
     let shed_ratio = ratio(shed, ended_requests);
     let error_ratio = ratio(failed, ended_requests);
@@ -223,21 +207,7 @@ pub fn summarize_level(
     let within_slo = verdict.decision == crate::stats::report::Decision::Pass;
     let mut connect: Vec<f64> = samples.iter().filter_map(|s| s.connect.map(secs)).collect();
     let connect = percentiles(&mut connect);
-    // Little's law: requests completed per second x their mean time in flight.
-    let ended: Vec<&Sample> = samples
-        .iter()
-        .filter(|s| s.outcome != Outcome::Cancelled)
-        .collect();
-    let littles_law_concurrency = if wall_seconds > 0.0 && !ended.is_empty() {
-        let mean = ended
-            .iter()
-            .map(|s| secs(s.decision_latency()))
-            .sum::<f64>()
-            / ended.len() as f64;
-        ended.len() as f64 / wall_seconds * mean
-    } else {
-        0.0
-    };
+    let littles_law_concurrency = littles_law(samples, wall_seconds);
 
     LevelSummary {
         server: None,
@@ -281,6 +251,52 @@ pub fn summarize_level(
         measured_at_unix_seconds: 0.0,
         verdict: Some(verdict),
         within_slo,
+    }
+}
+
+/// The first error message of each failed outcome among `samples`.
+fn error_examples(samples: &[Sample]) -> BTreeMap<&'static str, String> {
+    let mut examples: BTreeMap<&'static str, String> = BTreeMap::new();
+    for s in samples {
+        // A request llmprobe cancelled itself has nothing to explain.
+        let failed = !matches!(s.outcome, Outcome::Ok | Outcome::Cancelled);
+        if let (true, Some(e)) = (failed, &s.error) {
+            examples
+                .entry(s.outcome.as_str())
+                .or_insert_with(|| e.clone());
+        }
+    }
+    examples
+}
+
+/// Output tokens per content chunk of the completed requests whose usage
+/// was reported (None without any).
+fn tokens_per_content_chunk(ok: &[&Sample]) -> Option<f64> {
+    let (usage_tokens, usage_chunks) = ok
+        .iter()
+        .filter(|s| s.token_source == TokenSource::Usage)
+        .fold((0u64, 0u64), |(t, c), s| {
+            (t + s.output_tokens, c + s.content_chunks)
+        });
+    (usage_chunks > 0).then(|| usage_tokens as f64 / usage_chunks as f64)
+}
+
+/// Little's law: requests ended per second x their mean time in flight
+/// (a failure: the time it took); cancelled ones left out.
+fn littles_law(samples: &[Sample], wall_seconds: f64) -> f64 {
+    let ended: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| s.outcome != Outcome::Cancelled)
+        .collect();
+    if wall_seconds > 0.0 && !ended.is_empty() {
+        let mean = ended
+            .iter()
+            .map(|s| secs(s.decision_latency()))
+            .sum::<f64>()
+            / ended.len() as f64;
+        ended.len() as f64 / wall_seconds * mean
+    } else {
+        0.0
     }
 }
 

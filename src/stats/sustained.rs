@@ -5,12 +5,11 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
-use crate::config::{Arrivals, Slo};
+use crate::config::Slo;
 use crate::stats::binomial;
 use crate::stats::level::percentiles;
-use crate::stats::report::{Counts, Decision, Percentiles, Verdict};
+use crate::stats::report::{Counts, Decision};
+pub use crate::stats::report::{RateStep, StepResult, Sustained, SustainedStatus};
 use crate::stats::sample::{Outcome, Sample};
 use crate::stats::verdict;
 
@@ -35,164 +34,6 @@ pub fn clearly_within(c: &Counts, slo: &Slo) -> bool {
     upper(c.shed, c.ended) <= slo.max_shed_ratio
         && upper(c.failed, c.ended) <= slo.max_error_ratio
         && upper(c.slow, c.timed) <= verdict::SLOW_SHARE
-}
-
-/// How a step of the search ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StepResult {
-    /// The SLO held at this rate.
-    Pass,
-    /// The SLO broke at this rate (with the step's confidence).
-    Break,
-    /// A share was over its limit, or not clearly within it
-    /// ([`PASS_CONFIDENCE`]), but not over it at the step's confidence:
-    /// counted as a break by the search (a rate is claimed only where it
-    /// clearly held).
-    Undecided,
-    /// The client could not offer the traffic (dispatch lag, its ceiling on
-    /// requests in flight, or the sweep's end): nothing said of the server.
-    NotMeasured,
-}
-
-impl StepResult {
-    /// The name used in reports.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StepResult::Pass => "pass",
-            StepResult::Break => "break",
-            StepResult::Undecided => "undecided",
-            StepResult::NotMeasured => "not_measured",
-        }
-    }
-}
-
-/// One step of the search: a fixed arrival rate for a while.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RateStep {
-    /// The arrival rate asked for, requests per second.
-    pub offered_requests_per_second: f64,
-    /// Seed of the step's arrival schedule.
-    pub seed: u64,
-    /// Arrivals scheduled, the uncounted first ones included.
-    pub scheduled: u64,
-    /// First arrivals sent but not counted (the server starts empty).
-    pub uncounted: u64,
-    /// Counted arrivals whose request was sent.
-    pub sent: u64,
-    /// Counted arrivals not sent because the client's ceiling on requests
-    /// in flight was reached (never queued, never sent later).
-    pub not_sent_client_ceiling: u64,
-    /// Counted requests that ended (neither unsent nor cancelled), per
-    /// second of the counted window.
-    pub achieved_requests_per_second: f64,
-    /// Counted requests that succeeded within the p95 latency limit
-    /// (scheduled latency), per second of the counted window.
-    pub goodput_requests_per_second: f64,
-    /// Shed (503, 429) requests over counted requests that ended.
-    pub shed_ratio: f64,
-    /// Other failures over counted requests that ended.
-    pub error_ratio: f64,
-    /// End minus scheduled send of each counted request (a failure: when
-    /// it failed): the latency a user arriving at that moment saw.
-    pub scheduled_latency_seconds: Percentiles,
-    /// End minus actual send, as the closed-loop levels report it.
-    pub latency_seconds: Percentiles,
-    /// Time to first token from the actual send.
-    pub ttft_seconds: Percentiles,
-    /// Actual send minus scheduled send, of every arrival sent.
-    pub dispatch_lag_seconds: Percentiles,
-    /// Requests in flight at each send: p99.
-    pub in_flight_p99: f64,
-    /// Requests in flight at each send: the most.
-    pub in_flight_max: u32,
-    /// From the first scheduled arrival to the last end.
-    pub duration_seconds: f64,
-    /// Whether the step stopped as soon as it was certain to break.
-    pub stopped_early: bool,
-    /// The verdict on the counted requests (scheduled latency as latency).
-    pub verdict: Verdict,
-    /// How the step ended.
-    pub result: StepResult,
-    /// Why a step was not measured.
-    pub note: Option<String>,
-}
-
-/// Whether the sustained rate was found, bounded or not measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SustainedStatus {
-    /// A passing and a breaking rate within the resolution: the rate is found.
-    Measured,
-    /// The highest rate tried held, or the budget ended before a break
-    /// bracketed it: the server sustains at least this much.
-    LowerBound,
-    /// No rate could be established (the client could not offer the
-    /// traffic, or the budget ran out first): never a rate of 0.
-    NotMeasured,
-    /// Even the lowest rate tried broke the SLO: the server sustains none.
-    Zero,
-}
-
-impl SustainedStatus {
-    /// The label value used in metrics and reports.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SustainedStatus::Measured => "measured",
-            SustainedStatus::LowerBound => "lower_bound",
-            SustainedStatus::NotMeasured => "not_measured",
-            SustainedStatus::Zero => "zero",
-        }
-    }
-}
-
-/// What the search found for one workload.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Sustained {
-    /// The highest arrival rate at which the SLO held, requests per second
-    /// (None: not measured).
-    pub requests_per_second: Option<f64>,
-    /// Measured, a lower bound, zero, or not measured.
-    pub status: SustainedStatus,
-    /// Why the search ended where it did.
-    pub why: String,
-    /// The confidence of each step's verdict.
-    pub confidence: f64,
-    /// The search's resolution (relative gap between pass and break).
-    pub resolution: f64,
-    /// How arrivals came.
-    pub arrivals: Arrivals,
-    /// The rate the search started from (its prediction, or the last
-    /// sustained rate for a warm start).
-    pub start_requests_per_second: f64,
-    /// How the start was chosen: `erlang_b`, `queue` or `warm`.
-    pub start_from: String,
-    /// The closed-loop rate at the knee, for comparison.
-    pub closed_loop_requests_per_second: f64,
-    /// Requests the search sent (every step, uncounted ones included).
-    pub requests: u64,
-    /// When the search ended, Unix seconds.
-    pub measured_at_unix_seconds: f64,
-    /// Sweeps since the search ran: 0 when this sweep ran it, else the
-    /// figure is carried from an earlier sweep (`every`).
-    #[serde(default)]
-    pub sweeps_since_measured: u32,
-    /// Each step, in the order run.
-    pub steps: Vec<RateStep>,
-}
-
-impl Sustained {
-    /// The rate over the closed-loop rate at the knee (None without both).
-    pub fn share_of_closed_loop(&self) -> Option<f64> {
-        let r = self.requests_per_second?;
-        (self.closed_loop_requests_per_second > 0.0)
-            .then(|| r / self.closed_loop_requests_per_second)
-    }
-
-    /// Whether this sweep measured it (not carried from an earlier one).
-    pub fn is_fresh(&self) -> bool {
-        self.sweeps_since_measured == 0
-    }
 }
 
 /// One counted request of a step, as the dispatcher saw it.

@@ -8,9 +8,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{GatewayPair, Target, Workload};
 use crate::probe::tls::Clients;
+use crate::stats::report::LevelSummary;
 use crate::stats::sample::Sample;
 
-/// Receives what a sweep does as it happens (metrics, progress line).
+/// Receives what a sweep does as it happens: the daemon's loops forward it
+/// to the sinks, the one-shot sweep draws its progress line.
 pub trait Observer: Send + Sync {
     /// A measured (counted) request.
     fn request(&self, _target: &Target, _workload: &Workload, _sample: &Sample) {}
@@ -23,6 +25,8 @@ pub trait Observer: Send + Sync {
         _requests: u64,
     ) {
     }
+    /// A level finished: its summary, before the sweep's report holds it.
+    fn level_finished(&self, _target: &Target, _workload: &Workload, _level: &LevelSummary) {}
     /// A one-shot measurement of a gateway pair is about to start.
     fn pair_started(&self, _pair: &GatewayPair) {}
     /// A request took a place in the global cap; it is given back when the

@@ -15,11 +15,12 @@ pub mod refine;
 mod requests;
 pub(crate) mod signals;
 pub mod sustained;
+mod timing;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
@@ -37,6 +38,8 @@ use crate::sweep::ladder::{Ladder, WarmStart};
 use closed_loop::Pass;
 pub use env::{NoObserver, Observer, SweepEnv};
 pub(crate) use requests::Requests;
+use timing::unix_now;
+pub use timing::SETTLE_AFTER_EARLY_STOP;
 
 /// What a target's loop knows from its earlier sweeps (nothing for a
 /// one-shot sweep without `--state`, or the first sweep of a target with no
@@ -53,12 +56,6 @@ pub struct Prior<'a> {
     /// What its earlier sweeps saw at each level, pooled into the verdicts.
     pub evidence: Option<&'a Evidence>,
 }
-
-/// Pause after a level that stopped early, before the next one: the
-/// requests it cancelled leave the server only once it notices their closed
-/// connections (at its next step or check), and the next level must not
-/// meet them still queued there.
-pub const SETTLE_AFTER_EARLY_STOP: Duration = Duration::from_millis(500);
 
 /// How long `run` waits for the workloads to notice the end of the sweep's
 /// time limit (every wait in a sweep also watches the cancel token).
@@ -450,6 +447,7 @@ async fn run_workload(
         }
         settle = summary.stopped_early.is_some();
         ladder.record(concurrency, !summary.stops_knee());
+        env.observer.level_finished(&target, &workload, &summary);
         levels.push(summary);
     }
     levels.sort_by_key(|l| l.concurrency);
@@ -551,13 +549,6 @@ struct Earlier<'a> {
     workload: &'a WorkloadReport,
     /// When that sweep finished, Unix seconds.
     finished_at: f64,
-}
-
-/// Now, as Unix seconds.
-pub(crate) fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// What the passes over one level measured, and their verdict.

@@ -14,7 +14,7 @@ use crate::stats::sustained::{judge_step, StepPlan, StepResult, Sustained, Susta
 use crate::stats::verdict::Tally;
 use crate::sweep::closed_loop::Run;
 use crate::sweep::open_loop::{self, Step};
-use crate::sweep::SETTLE_AFTER_EARLY_STOP;
+use crate::sweep::timing::{unix_now, SETTLE_AFTER_EARLY_STOP};
 
 /// Counted requests a step sends at least: with fewer, one shed request
 /// is several percent of the step.
@@ -127,7 +127,7 @@ pub(crate) async fn search(
         Ok(p) => p,
         Err(why) => {
             out.why = format!("not measured: {why}");
-            out.measured_at_unix_seconds = super::unix_now();
+            out.measured_at_unix_seconds = unix_now();
             return Some(out);
         }
     };
@@ -218,7 +218,7 @@ pub(crate) async fn search(
         }
     }
     drop(places);
-    out.measured_at_unix_seconds = super::unix_now();
+    out.measured_at_unix_seconds = unix_now();
     conclude(&mut out, &search, stopped);
     Some(out)
 }

@@ -1,7 +1,7 @@
 //! Which source file uses which: the crate's modules read with `syn` from its
 //! roots (`lib.rs`, `main.rs`) by following `mod` declarations, and every path
-//! they name (in `use` trees, code, types, patterns, macro bodies and serde
-//! attributes) resolved to the file that defines what it names. Only
+//! they name (in `use` trees, code, types, patterns, macro bodies, every
+//! attribute's tokens and serde's strings) resolved to the file that defines what it names. Only
 //! `#[cfg(test)] mod` items are left out.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -525,8 +525,11 @@ impl<'ast> Visit<'ast> for PathReader<'_> {
     }
 
     fn visit_attribute(&mut self, attr: &'ast syn::Attribute) {
-        // serde names functions in strings: `default = "crate::x::f"`.
         if let syn::Meta::List(list) = &attr.meta {
+            // Every attribute's tokens, as a macro's: the parser leaves
+            // them unread, and `#[command(version = crate::x::V)]` uses x.
+            self.add_token_paths(list.tokens.clone());
+            // serde also names functions in strings: `default = "crate::x::f"`.
             if list.path.is_ident("serde") {
                 for token in list.tokens.clone() {
                     if let TokenTree::Literal(lit) = token {

@@ -20,6 +20,11 @@ const LEFT: f64 = 58.0;
 const RIGHT: f64 = 16.0;
 const TOP: f64 = 46.0;
 const BOTTOM: f64 = 40.0;
+/// The plot area inside the margins.
+const PLOT_TOP: f64 = TOP;
+const PLOT_BOTTOM: f64 = HEIGHT - BOTTOM;
+const PLOT_LEFT: f64 = LEFT;
+const PLOT_RIGHT: f64 = WIDTH - RIGHT;
 /// A rule further above the data than this factor is written as off scale
 /// rather than drawn: a 5 s SLO over 150 ms latencies would squash the curve.
 const RULE_REACH: f64 = 2.5;
@@ -257,17 +262,31 @@ fn text_width(s: &str) -> f64 {
     s.chars().count() as f64 * 6.3
 }
 
-impl LineChart {
-    /// The chart as one `<svg>` element.
-    pub fn svg(&self) -> String {
+/// Where a chart's values land: its measured levels, both scales, and its
+/// horizontal rules split into those drawn and those only written.
+struct Frame<'a> {
+    /// The measured levels, in order, once each.
+    xs: Vec<f64>,
+    xscale: XScale,
+    yscale: YScale,
+    /// Horizontal rules near enough the data to draw.
+    drawn: Vec<&'a Rule>,
+    /// Those too far above it: only written.
+    off_scale: Vec<&'a Rule>,
+}
+
+impl<'a> Frame<'a> {
+    /// The frame of `chart`: the y scale reaches the data and the rules drawn.
+    fn of(chart: &'a LineChart) -> Frame<'a> {
         let finite_points = || {
-            self.series
+            chart
+                .series
                 .iter()
                 .flat_map(|s| s.points.iter())
                 .filter_map(|&(x, y)| y.map(|y| (x, y)))
                 .filter(|(x, y)| x.is_finite() && y.is_finite())
         };
-        let mut xs: Vec<f64> = self
+        let mut xs: Vec<f64> = chart
             .series
             .iter()
             .flat_map(|s| s.points.iter().map(|p| p.0))
@@ -275,7 +294,7 @@ impl LineChart {
             .collect();
         xs.sort_by(f64::total_cmp);
         xs.dedup();
-        let rule_xs: Vec<f64> = self
+        let rule_xs: Vec<f64> = chart
             .x_rules
             .iter()
             .map(|r| r.at)
@@ -288,15 +307,42 @@ impl LineChart {
             });
         let data_hi = if data_hi.is_finite() { data_hi } else { 0.0 };
         // Rules near the data are drawn; far above it, only mentioned.
-        let (drawn, off_scale): (Vec<&Rule>, Vec<&Rule>) = self
+        let (drawn, off_scale): (Vec<&Rule>, Vec<&Rule>) = chart
             .y_rules
             .iter()
             .filter(|r| r.at.is_finite())
             .partition(|r| data_hi <= 0.0 || r.at <= data_hi * RULE_REACH);
         let hi = drawn.iter().map(|r| r.at).fold(data_hi, f64::max);
         let yscale = YScale::new(data_lo, hi * 1.08);
+        Frame {
+            xs,
+            xscale,
+            yscale,
+            drawn,
+            off_scale,
+        }
+    }
+}
 
+impl LineChart {
+    /// The chart as one `<svg>` element.
+    pub fn svg(&self) -> String {
+        let f = Frame::of(self);
         let mut out = String::new();
+        self.write_head(&mut out);
+        self.write_band(&mut out, &f);
+        self.write_grid(&mut out, &f);
+        self.write_x_axis(&mut out, &f);
+        self.write_x_rules(&mut out, &f);
+        self.write_y_rules(&mut out, &f);
+        self.write_off_scale(&mut out, &f);
+        self.write_lines(&mut out, &f);
+        out.push_str("</svg>");
+        out
+    }
+
+    /// The title, and the legend under it.
+    fn write_head(&self, out: &mut String) {
         let _ = write!(
             out,
             "<svg class=\"chart\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" role=\"img\" aria-label=\"{t}\">\
@@ -337,56 +383,66 @@ impl LineChart {
                 c(lx + 19.0)
             );
         }
-        let (plot_top, plot_bottom) = (TOP, HEIGHT - BOTTOM);
-        let (plot_left, plot_right) = (LEFT, WIDTH - RIGHT);
+    }
+
+    /// The band over the levels over the SLO.
+    fn write_band(&self, out: &mut String, f: &Frame<'_>) {
         // The band over the SLO, from halfway between the last good level
         // and the first bad one.
         if let Some(from) = self.over_slo_from.filter(|x| x.is_finite()) {
-            let at = xscale.px(from);
-            let prev = xs
-                .iter()
-                .rev()
-                .find(|&&x| x < from)
-                .map_or(plot_left, |&x| xscale.px(x));
-            let start = ((prev + at) / 2.0).max(plot_left);
+            let at = f.xscale.px(from);
+            let prev =
+                f.xs.iter()
+                    .rev()
+                    .find(|&&x| x < from)
+                    .map_or(PLOT_LEFT, |&x| f.xscale.px(x));
+            let start = ((prev + at) / 2.0).max(PLOT_LEFT);
             let _ = write!(
                 out,
                 "<rect class=\"over-slo\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"><title>levels over the SLO</title></rect>",
                 c(start),
-                c(plot_top),
-                c((plot_right - start).max(0.0)),
-                c(plot_bottom - plot_top),
+                c(PLOT_TOP),
+                c((PLOT_RIGHT - start).max(0.0)),
+                c(PLOT_BOTTOM - PLOT_TOP),
             );
         }
+    }
+
+    /// The horizontal grid with its value ticks.
+    fn write_grid(&self, out: &mut String, f: &Frame<'_>) {
         // Horizontal grid with value ticks.
-        for t in yscale.ticks() {
-            let y = yscale.px(t);
+        for t in f.yscale.ticks() {
+            let y = f.yscale.px(t);
             let _ = write!(
                 out,
                 "<line class=\"grid\" x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\"/>\
                  <text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
-                c(plot_left),
-                c(plot_right),
-                c(plot_left - 6.0),
+                c(PLOT_LEFT),
+                c(PLOT_RIGHT),
+                c(PLOT_LEFT - 6.0),
                 c(y + 4.0),
-                escape(&self.unit.tick(t, yscale.step, yscale.hi)),
+                escape(&self.unit.tick(t, f.yscale.step, f.yscale.hi)),
                 y = c(y)
             );
         }
+    }
+
+    /// The concurrency ticks and both axes.
+    fn write_x_axis(&self, out: &mut String, f: &Frame<'_>) {
         // Concurrency ticks at the measured levels (thinned when crowded).
-        let every = xs.len().div_ceil(12).max(1);
-        for (i, &x) in xs.iter().enumerate() {
-            if i % every != 0 && i + 1 != xs.len() {
+        let every = f.xs.len().div_ceil(12).max(1);
+        for (i, &x) in f.xs.iter().enumerate() {
+            if i % every != 0 && i + 1 != f.xs.len() {
                 continue;
             }
-            let px = xscale.px(x);
+            let px = f.xscale.px(x);
             let _ = write!(
                 out,
                 "<line class=\"axis\" x1=\"{px}\" y1=\"{}\" x2=\"{px}\" y2=\"{}\"/>\
                  <text class=\"tick\" x=\"{px}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-                c(plot_bottom),
-                c(plot_bottom + 4.0),
-                c(plot_bottom + 16.0),
+                c(PLOT_BOTTOM),
+                c(PLOT_BOTTOM + 4.0),
+                c(PLOT_BOTTOM + 16.0),
                 x,
                 px = c(px)
             );
@@ -396,29 +452,33 @@ impl LineChart {
             "<line class=\"axis\" x1=\"{l}\" y1=\"{b}\" x2=\"{r}\" y2=\"{b}\"/>\
              <line class=\"axis\" x1=\"{l}\" y1=\"{t}\" x2=\"{l}\" y2=\"{b}\"/>\
              <text class=\"axis-title\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">concurrency (requests in flight{})</text>",
-            c((plot_left + plot_right) / 2.0),
+            c((PLOT_LEFT + PLOT_RIGHT) / 2.0),
             c(HEIGHT - 6.0),
-            if xscale.log { ", log scale" } else { "" },
-            l = c(plot_left),
-            r = c(plot_right),
-            t = c(plot_top),
-            b = c(plot_bottom),
+            if f.xscale.log { ", log scale" } else { "" },
+            l = c(PLOT_LEFT),
+            r = c(PLOT_RIGHT),
+            t = c(PLOT_TOP),
+            b = c(PLOT_BOTTOM),
         );
+    }
+
+    /// The vertical rules.
+    fn write_x_rules(&self, out: &mut String, f: &Frame<'_>) {
         // Vertical rules: the recommendation's label to the left of its
         // line, the knee's to the right, so that the two never overlap.
         for r in self.x_rules.iter().filter(|r| r.at.is_finite()) {
-            let x = xscale.px(r.at);
+            let x = f.xscale.px(r.at);
             let (dx, anchor, y) = match r.kind {
-                RuleKind::Recommended => (-4.0, "end", plot_top + 22.0),
-                RuleKind::Stopped => (4.0, "start", plot_top + 33.0),
-                _ => (4.0, "start", plot_top + 11.0),
+                RuleKind::Recommended => (-4.0, "end", PLOT_TOP + 22.0),
+                RuleKind::Stopped => (4.0, "start", PLOT_TOP + 33.0),
+                _ => (4.0, "start", PLOT_TOP + 11.0),
             };
             let _ = write!(
                 out,
                 "<line class=\"rule {k}\" x1=\"{x}\" y1=\"{}\" x2=\"{x}\" y2=\"{}\"/>\
                  <text class=\"rule-label {k}\" x=\"{}\" y=\"{}\" text-anchor=\"{anchor}\">{}</text>",
-                c(plot_top),
-                c(plot_bottom),
+                c(PLOT_TOP),
+                c(PLOT_BOTTOM),
                 c(x + dx),
                 c(y),
                 escape(&r.label),
@@ -426,35 +486,47 @@ impl LineChart {
                 x = c(x)
             );
         }
+    }
+
+    /// The horizontal rules drawn.
+    fn write_y_rules(&self, out: &mut String, f: &Frame<'_>) {
         // Horizontal rules are labelled at the left, clear of the band
         // over the SLO.
-        for r in &drawn {
-            let y = yscale.px(r.at);
+        for r in &f.drawn {
+            let y = f.yscale.px(r.at);
             let _ = write!(
                 out,
                 "<line class=\"rule {k}\" x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\"/>\
                  <text class=\"rule-label {k}\" x=\"{}\" y=\"{}\" text-anchor=\"start\">{}</text>",
-                c(plot_left),
-                c(plot_right),
-                c(plot_left + 4.0),
+                c(PLOT_LEFT),
+                c(PLOT_RIGHT),
+                c(PLOT_LEFT + 4.0),
                 c(y - 4.0),
                 escape(&r.label),
                 k = r.kind.class(),
                 y = c(y)
             );
         }
+    }
+
+    /// The rules too far above the data to draw, written.
+    fn write_off_scale(&self, out: &mut String, f: &Frame<'_>) {
         // Off-scale rules are written at the top left of the plot, where
         // curves that rise with concurrency leave room.
-        let off: Vec<String> = off_scale.iter().map(|r| escape(&r.label)).collect();
+        let off: Vec<String> = f.off_scale.iter().map(|r| escape(&r.label)).collect();
         if !off.is_empty() {
             let _ = write!(
                 out,
                 "<text class=\"rule-label slo\" x=\"{}\" y=\"{}\">{} (off scale ↑)</text>",
-                c(plot_left + 4.0),
-                c(plot_top + 11.0),
+                c(PLOT_LEFT + 4.0),
+                c(PLOT_TOP + 11.0),
                 off.join(", ")
             );
         }
+    }
+
+    /// The lines and their markers.
+    fn write_lines(&self, out: &mut String, f: &Frame<'_>) {
         // The lines, broken where a level had no value, then their markers.
         for s in &self.series {
             let mut runs: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
@@ -471,7 +543,7 @@ impl LineChart {
             for run in runs.iter().filter(|r| r.len() > 1) {
                 let points: Vec<String> = run
                     .iter()
-                    .map(|&(x, y)| format!("{},{}", c(xscale.px(x)), c(yscale.px(y))))
+                    .map(|&(x, y)| format!("{},{}", c(f.xscale.px(x)), c(f.yscale.px(y))))
                     .collect();
                 let _ = write!(
                     out,
@@ -491,8 +563,8 @@ impl LineChart {
                     "<circle class=\"point\" cx=\"{}\" cy=\"{}\" r=\"3.5\" fill=\"{}\" \
                      data-series=\"{}\" data-x=\"{x}\" data-y=\"{y}\">\
                      <title>{}, concurrency {x}: {}</title></circle>",
-                    c(xscale.px(x)),
-                    c(yscale.px(y)),
+                    c(f.xscale.px(x)),
+                    c(f.yscale.px(y)),
                     s.color,
                     escape(&s.key),
                     escape(&s.label),
@@ -500,8 +572,6 @@ impl LineChart {
                 );
             }
         }
-        out.push_str("</svg>");
-        out
     }
 }
 

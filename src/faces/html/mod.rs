@@ -18,3 +18,4 @@ pub mod escape;
 pub mod page;
 pub mod settings;
 pub mod sustained;
+pub mod workload_charts;

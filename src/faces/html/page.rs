@@ -1,19 +1,20 @@
 //! The HTML document around the charts: one section per target (what the
 //! server told, the configuration, then per workload the verdict and limit,
-//! six charts (eight with the server's running, waiting and KV usage) and the sample counts, then the terminal's table), and the gateway
-//! pairs in a section of their own.
+//! its charts ([`super::workload_charts`]) and the sample counts, then the
+//! terminal's table), and the gateway pairs in a section of their own.
 
 use std::fmt::Write;
 use std::time::{Duration, UNIX_EPOCH};
 
-use super::charts::{LineChart, Rule, RuleKind, Series, Unit};
+use super::charts::Unit;
 use super::escape::escape;
 use super::settings::{Settings, TargetSettings};
+use super::workload_charts::charts;
 use crate::faces::json::Document;
 use crate::faces::{signals, text};
+use crate::stats::quantity::{Quantity, Reading};
 use crate::stats::report::PairReport;
-use crate::stats::report::{LevelRole, LevelSummary, Percentiles, SweepReport, WorkloadReport};
-use crate::stats::server::ServerSignals;
+use crate::stats::report::{LevelRole, LevelSummary, SweepReport, WorkloadReport};
 
 /// The page's only style sheet, inline so that the file opens anywhere.
 pub const STYLE: &str = r#"
@@ -86,14 +87,6 @@ white-space:pre-wrap;overflow-wrap:anywhere;
 font:12px/1.4 "DejaVu Sans Mono",ui-monospace,Menlo,Consolas,monospace}
 footer{color:var(--muted);font-size:12px;margin-top:18px}
 "#;
-
-/// Series colours (fixed here, never from input).
-const BLUE: &str = "#2563eb";
-const TEAL: &str = "#0891b2";
-const ORANGE: &str = "#ea580c";
-const INDIGO: &str = "#4f46e5";
-const AMBER: &str = "#d97706";
-const PINK: &str = "#db2777";
 
 /// A whole page: `title` (text, escaped here) in the head, `body` (markup,
 /// already escaped by its writer) inside `<main>`.
@@ -410,321 +403,27 @@ fn verdict(w: &WorkloadReport) -> String {
     out
 }
 
-fn series(
-    key: &str,
-    label: &str,
-    color: &'static str,
-    dashed: bool,
-    levels: &[LevelSummary],
-    value: impl Fn(&LevelSummary) -> Option<f64>,
-) -> Series {
-    Series {
-        key: key.to_string(),
-        label: label.to_string(),
-        color,
-        dashed,
-        points: levels
-            .iter()
-            .map(|l| (f64::from(l.concurrency), value(l)))
-            .collect(),
-    }
-}
-
-/// The charts of a workload (six, seven for a reasoning model), each with
-/// the knee and recommendation.
-pub fn charts(w: &WorkloadReport, settings: Option<&TargetSettings>) -> Vec<LineChart> {
-    let l = &w.levels;
-    let c = &w.capacity;
-    let mut x_rules = Vec::new();
-    if c.knee_concurrency > 0 {
-        x_rules.push(Rule {
-            at: f64::from(c.knee_concurrency),
-            label: format!("knee {}", c.knee_concurrency),
-            kind: RuleKind::Knee,
-        });
-    }
-    if c.recommended_max_in_flight > 0 {
-        x_rules.push(Rule {
-            at: f64::from(c.recommended_max_in_flight),
-            label: format!("recommended {}", c.recommended_max_in_flight),
-            kind: RuleKind::Recommended,
-        });
-    }
-    // A level stopped early sent only part of its requests: its throughput
-    // is left out (not a collapse to draw), and a rule says where it stopped.
-    for s in l.iter().filter(|l| l.stopped_early.is_some()) {
-        x_rules.push(Rule {
-            at: f64::from(s.concurrency),
-            label: format!("stopped early at {}", s.concurrency),
-            kind: RuleKind::Stopped,
-        });
-    }
-    let over_slo_from = l
-        .iter()
-        .find(|l| !l.within_slo)
-        .map(|l| f64::from(l.concurrency));
-    let chart = |title: &str, unit: Unit, series: Vec<Series>, y_rules: Vec<Rule>| LineChart {
-        title: title.to_string(),
-        unit,
-        series,
-        x_rules: x_rules.clone(),
-        y_rules,
-        over_slo_from,
-    };
-    let slo_rule = |at: f64, label: String| Rule {
-        at,
-        label,
-        kind: RuleKind::Slo,
-    };
-    let latency_rules: Vec<Rule> = settings
-        .map(|s| {
-            slo_rule(
-                s.slo_p95_latency_seconds,
-                format!("SLO {}", Unit::Seconds.format(s.slo_p95_latency_seconds)),
-            )
-        })
-        .into_iter()
-        .collect();
-    let ratio_rules: Vec<Rule> = match settings {
-        None => Vec::new(),
-        Some(s) if s.max_shed_ratio == s.max_error_ratio => vec![slo_rule(
-            s.max_shed_ratio,
-            format!("SLO {}", Unit::Ratio.format(s.max_shed_ratio)),
-        )],
-        Some(s) => vec![
-            slo_rule(
-                s.max_shed_ratio,
-                format!("shed SLO {}", Unit::Ratio.format(s.max_shed_ratio)),
-            ),
-            slo_rule(
-                s.max_error_ratio,
-                format!("error SLO {}", Unit::Ratio.format(s.max_error_ratio)),
-            ),
-        ],
-    };
-    let p = |f: fn(&LevelSummary) -> &Percentiles, q: fn(&Percentiles) -> Option<f64>| {
-        move |l: &LevelSummary| q(f(l))
-    };
-    let mut charts = vec![
-        chart(
-            "Aggregate throughput",
-            Unit::TokensPerSecond,
-            vec![series("throughput", "output tok/s", BLUE, false, l, |l| {
-                l.stopped_early
-                    .is_none()
-                    .then_some(l.throughput_tokens_per_second)
-            })],
-            Vec::new(),
-        ),
-        chart(
-            "Time to first token",
-            Unit::Seconds,
-            vec![
-                series(
-                    "ttft_p50",
-                    "p50",
-                    TEAL,
-                    false,
-                    l,
-                    p(|l| &l.ttft_seconds, |p| p.p50),
-                ),
-                series(
-                    "ttft_p95",
-                    "p95",
-                    ORANGE,
-                    true,
-                    l,
-                    p(|l| &l.ttft_seconds, |p| p.p95),
-                ),
-            ],
-            Vec::new(),
-        ),
-        chart(
-            "End-to-end latency",
-            Unit::Seconds,
-            vec![
-                series(
-                    "latency_p95",
-                    "p95",
-                    ORANGE,
-                    false,
-                    l,
-                    p(|l| &l.latency_seconds, |p| p.p95),
-                ),
-                series(
-                    "latency_p50",
-                    "p50",
-                    TEAL,
-                    true,
-                    l,
-                    p(|l| &l.latency_seconds, |p| p.p50),
-                ),
-            ],
-            latency_rules,
-        ),
-        chart(
-            "Generation speed per request",
-            Unit::TokensPerSecond,
-            vec![series(
-                "generation_p50",
-                "p50 tok/s",
-                INDIGO,
-                false,
-                l,
-                p(|l| &l.generation_tokens_per_second, |p| p.p50),
-            )],
-            Vec::new(),
-        ),
-        chart(
-            "Inter-token latency (per chunk)",
-            Unit::Seconds,
-            vec![
-                series(
-                    "itl_p50",
-                    "p50",
-                    TEAL,
-                    false,
-                    l,
-                    p(|l| &l.inter_token_latency_seconds, |p| p.p50),
-                ),
-                series(
-                    "itl_p95",
-                    "p95",
-                    ORANGE,
-                    true,
-                    l,
-                    p(|l| &l.inter_token_latency_seconds, |p| p.p95),
-                ),
-            ],
-            Vec::new(),
-        ),
-        chart(
-            "Shed and error ratio",
-            Unit::Ratio,
-            vec![
-                series("shed_ratio", "shed", AMBER, false, l, |l| {
-                    Some(l.shed_ratio)
-                }),
-                series("error_ratio", "errors", PINK, true, l, |l| {
-                    Some(l.error_ratio)
-                }),
-            ],
-            ratio_rules,
-        ),
-    ];
-    // A reasoning model answers after its thinking: when it did, the time
-    // to the answer, beside the TTFT chart (elsewhere it equals TTFT, and
-    // the notes say so).
-    if text::reasons(w) {
-        let answer = chart(
-            "Time to first answer token (after reasoning)",
-            Unit::Seconds,
-            vec![
-                series(
-                    "answer_ttft_p50",
-                    "p50",
-                    TEAL,
-                    false,
-                    l,
-                    p(|l| &l.answer_ttft_seconds, |p| p.p50),
-                ),
-                series(
-                    "answer_ttft_p95",
-                    "p95",
-                    ORANGE,
-                    true,
-                    l,
-                    p(|l| &l.answer_ttft_seconds, |p| p.p95),
-                ),
-            ],
-            Vec::new(),
-        );
-        charts.insert(2, answer);
-    }
-    // The server's own view, beside the client's: what it ran and queued,
-    // and how full its KV cache was, at each level.
-    let server = |f: fn(&ServerSignals) -> Option<f64>| {
-        move |l: &LevelSummary| l.server.as_ref().filter(|s| s.readings > 0).and_then(f)
-    };
-    if l.iter()
-        .any(|l| server(|s| s.running.or(s.waiting).map(|g| g.max))(l).is_some())
-    {
-        charts.push(chart(
-            "Server: requests running and waiting",
-            Unit::Requests,
-            vec![
-                series(
-                    "server_running_max",
-                    "running max",
-                    BLUE,
-                    false,
-                    l,
-                    server(|s| s.running.map(|g| g.max)),
-                ),
-                series(
-                    "server_running_mean",
-                    "running mean",
-                    TEAL,
-                    true,
-                    l,
-                    server(|s| s.running.map(|g| g.mean)),
-                ),
-                series(
-                    "server_waiting_max",
-                    "waiting max",
-                    ORANGE,
-                    false,
-                    l,
-                    server(|s| s.waiting.map(|g| g.max)),
-                ),
-                series(
-                    "server_waiting_mean",
-                    "waiting mean",
-                    AMBER,
-                    true,
-                    l,
-                    server(|s| s.waiting.map(|g| g.mean)),
-                ),
-            ],
-            Vec::new(),
-        ));
-    }
-    if l.iter()
-        .any(|l| server(|s| s.kv_cache_usage_max)(l).is_some())
-    {
-        charts.push(chart(
-            "Server: KV-cache usage",
-            Unit::Ratio,
-            vec![series(
-                "server_kv_cache_max",
-                "max",
-                INDIGO,
-                false,
-                l,
-                server(|s| s.kv_cache_usage_max),
-            )],
-            vec![slo_rule(
-                crate::stats::limit::KV_CACHE_FULL,
-                "full".to_string(),
-            )],
-        ));
-    }
-    charts
-}
-
 /// The samples each level's figures rest on.
 fn counts_table(levels: &[LevelSummary]) -> String {
+    // The sample count of every quantity of the list read as percentiles.
+    let counted: Vec<Quantity> = Quantity::ALL
+        .into_iter()
+        .filter(|q| q.has_percentiles())
+        .collect();
     let mut out = String::from(
         "<div class=\"scroll\"><table class=\"counts\">\n<thead><tr><th>concurrency</th><th>requests</th>\
-         <th>ok</th><th>shed</th><th>errors</th><th>TTFT samples</th><th>latency samples</th>\
-         <th>inter-token gaps</th><th>speed samples</th><th>output tokens</th><th>wall</th>\
-         <th>tokens from</th><th>within SLO</th></tr></thead>\n<tbody>\n",
+         <th>ok</th><th>shed</th><th>errors</th>",
+    );
+    for q in &counted {
+        let _ = write!(out, "<th>{} samples</th>", q.spec().label.replace('_', " "));
+    }
+    out.push_str(
+        "<th>output tokens</th><th>wall</th><th>tokens from</th><th>within SLO</th></tr></thead>\n<tbody>\n",
     );
     for l in levels {
-        let _ = writeln!(
+        let _ = write!(
             out,
-            "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td><td>{}</td><td>{:.2} s</td><td>{}</td><td>{}</td></tr>",
+            "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
             if l.within_slo { "" } else { " class=\"over\"" },
             match l.role {
                 LevelRole::Configured => l.concurrency.to_string(),
@@ -734,10 +433,15 @@ fn counts_table(levels: &[LevelSummary]) -> String {
             l.outcomes.get("ok").copied().unwrap_or(0),
             l.shed(),
             text::errors(l),
-            l.ttft_seconds.count,
-            l.latency_seconds.count,
-            l.inter_token_latency_seconds.count,
-            l.generation_tokens_per_second.count,
+        );
+        for q in &counted {
+            if let Reading::Percentiles(p) = q.read(l) {
+                let _ = write!(out, "<td>{}</td>", p.count);
+            }
+        }
+        let _ = writeln!(
+            out,
+            "<td>{}</td><td>{:.2} s</td><td>{}</td><td>{}</td></tr>",
             l.output_tokens,
             l.wall_seconds,
             escape(l.token_source),
@@ -976,6 +680,8 @@ mod tests {
                     "generation_p50",
                     l.generation_tokens_per_second.p50.unwrap(),
                 ),
+                ("itl_p99", l.inter_token_latency_seconds.p99.unwrap()),
+                ("achieved_concurrency", l.achieved_concurrency),
                 ("shed_ratio", l.shed_ratio),
             ] {
                 let attrs = format!("data-series=\"{series}\" data-x=\"{c}\" data-y=\"{v}\"");
@@ -987,8 +693,11 @@ mod tests {
         assert!(page.contains("SLO 350 ms"), "{page}");
         assert!(page.contains("shed SLO 20.0%") && page.contains("error SLO 10.0%"));
         assert!(page.contains(">knee 2</text>") && page.contains(">recommended 1</text>"));
-        assert_eq!(page.matches("<svg").count(), 6);
-        assert_eq!(page.matches("<rect class=\"over-slo\" x").count(), 6 * 2);
+        // Throughput, achieved concurrency, TTFT, latency, inter-token
+        // latency, generation speed, shed and errors: decision latency and
+        // connect time have no value at any level, and are left out.
+        assert_eq!(page.matches("<svg").count(), 7);
+        assert_eq!(page.matches("<rect class=\"over-slo\" x").count(), 7 * 2);
         // Without a configuration: no SLO line, and a word on why.
         let bare = report(&results, &Settings::new());
         assert!(!bare.contains("SLO 350 ms"));

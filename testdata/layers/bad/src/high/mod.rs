@@ -1,3 +1,5 @@
+pub const VERSION: &str = "1";
+
 pub fn top() -> u8 {
     crate::low::base()
 }

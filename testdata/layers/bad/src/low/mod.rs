@@ -1,3 +1,4 @@
+pub mod attr;
 pub mod deep;
 
 pub fn base() -> u8 {
