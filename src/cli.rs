@@ -38,6 +38,10 @@ pub enum Command {
         /// Write the output to this file instead of standard output.
         #[arg(long)]
         output: Option<PathBuf>,
+        /// Start each target from the daemon's saved state in this folder
+        /// (its `state_dir`; read only), as its next sweep would.
+        #[arg(long, value_name = "DIR")]
+        state: Option<PathBuf>,
     },
     /// Render a saved `sweep --format json` document as an HTML report
     /// (`--config` adds the configuration and SLO lines).

@@ -109,6 +109,13 @@ pub async fn run(
     };
     let sinks = Sinks::standard(&config.sinks, shared);
     let mut scheduler = Scheduler::new(sinks.clone(), metrics.clone(), clients);
+    if let Some(dir) = &config.state_dir {
+        // Never fatal: without it, loops start from nothing, as before.
+        match schedule::state::StateDir::open(dir) {
+            Ok(state) => scheduler.keep_state_in(state),
+            Err(e) => tracing::warn!(error = %e, "no state kept between runs"),
+        }
+    }
     let mut fleet = Fleet::new();
     fleet.configure_later(&config);
     // The discovery files are read off this loop, as every later read.
@@ -230,6 +237,9 @@ async fn reload_config(
             // Only the sinks whose settings changed are rebuilt; the
             // loops see them at their next event.
             sinks.configure(&new.sinks);
+            if new.state_dir != current.state_dir {
+                tracing::warn!("`state_dir` changes take effect only after a restart");
+            }
             // The discovery files are read again off the loop, at once.
             fleet.configure_later(&new);
             scheduler.set_clients(clients);

@@ -102,12 +102,14 @@ fn print_out(text: &str) -> anyhow::Result<()> {
 
 /// `llmprobe sweep`: every selected target swept once, then every selected
 /// gateway pair measured once, the results written as `format`; exit 2
-/// when a sweep or a pair failed.
+/// when a sweep or a pair failed. With `state`, each target starts from
+/// the daemon's saved state there (read only).
 async fn sweep(
     path: &Path,
     targets: &[String],
     format: Format,
     output: Option<&Path>,
+    state: Option<&Path>,
 ) -> anyhow::Result<ExitCode> {
     let config = match llmprobe::load_config(path) {
         Ok(c) => c,
@@ -123,7 +125,7 @@ async fn sweep(
     } else {
         Arc::new(NoObserver)
     };
-    let reports = schedule::once::sweep(&config, targets, observer.clone())
+    let reports = schedule::once::sweep_from(&config, targets, observer.clone(), state)
         .await
         .map_err(anyhow::Error::msg)?;
     let pairs = schedule::once::measure_pairs(&config, targets, observer)
@@ -174,7 +176,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             targets,
             format,
             output,
-        } => sweep(&path, &targets, format, output.as_deref()).await,
+            state,
+        } => sweep(&path, &targets, format, output.as_deref(), state.as_deref()).await,
         Command::Report { results, output } => {
             let text = if results.as_os_str() == "-" {
                 std::io::read_to_string(std::io::stdin())

@@ -132,6 +132,7 @@ fn report(target: &str, model: &str, success: bool) -> SweepReport {
                 knee_carried_over: false,
                 knee_measured_at_unix_seconds: None,
                 sustained: Some(support::reports::sustained()),
+                knee_undecided: false,
             },
         })
         .collect();

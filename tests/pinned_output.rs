@@ -254,6 +254,7 @@ fn good_report() -> SweepReport {
                     knee_carried_over: false,
                     knee_measured_at_unix_seconds: None,
                     sustained: Some(support::reports::sustained()),
+                    knee_undecided: false,
                 },
             },
             WorkloadReport {
@@ -294,6 +295,7 @@ fn good_report() -> SweepReport {
                     knee_carried_over: false,
                     knee_measured_at_unix_seconds: None,
                     sustained: None,
+                    knee_undecided: false,
                 },
             },
         ],
@@ -349,6 +351,7 @@ fn failed_report() -> SweepReport {
                 knee_carried_over: false,
                 knee_measured_at_unix_seconds: None,
                 sustained: None,
+                knee_undecided: false,
             },
         }],
     }

@@ -14,7 +14,7 @@ use llmprobe::config::Target;
 use llmprobe::probe::tls::Clients;
 use llmprobe::schedule::endpoint::{self, Reachable};
 use llmprobe::schedule::memory::Memory;
-use llmprobe::stats::report::{Basis, Decision, SweepReport};
+use llmprobe::stats::report::{Basis, Decision, Limit, SweepReport};
 use llmprobe::sweep::{NoObserver, SweepEnv};
 use support::config::{load, Yaml};
 use support::sweep::sweep_one;
@@ -177,4 +177,72 @@ async fn a_capacity_drop_from_eight_to_four_shows_within_four_sweeps() {
         after.push(knee(&l.sweep(&four, &at_four).await));
     }
     assert_eq!(after.last(), Some(&4), "knees after the drop {after:?}");
+}
+
+fn limit(r: &SweepReport) -> Option<Limit> {
+    r.workloads[0].capacity.limit
+}
+
+/// Issue 28: a first sweep (nothing pooled) at 2% errors reads the true
+/// knee: a level left undecided (2 or 3 errors of 32) is stepped over,
+/// neither lowering the knee to the level below it nor to 0, and the knee
+/// says so. Seeds 15, 19, 29, 33 and 34 leave level 1, 2 or 4 undecided
+/// (the old rule counted it as a break: knee 0 or 1); 1 and 2 do not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undecided_level_with_nothing_pooled_does_not_lower_the_knee() {
+    let mut undecided = Vec::new();
+    let mut knees = Vec::new();
+    for seed in [1, 2, 15, 19, 29, 33, 34] {
+        let (target, at) = engine(&daemon_config(8, 0.02, seed)).await;
+        let r = Loop::new(&target).sweep(&target, &at).await;
+        knees.push(knee(&r));
+        assert_ne!(limit(&r), Some(Limit::ErrorsAtEveryLoad), "seed {seed}");
+        let c = &r.workloads[0].capacity;
+        let skipped = r.workloads[0].levels.iter().any(|l| {
+            l.concurrency <= 8
+                && l.verdict
+                    .as_ref()
+                    .is_some_and(|v| v.counted_as == Decision::Undecided)
+        });
+        assert_eq!(c.knee_undecided, skipped, "seed {seed}: {c:?}");
+        if skipped {
+            undecided.push(seed);
+        }
+    }
+    assert_eq!(knees, [8; 7], "knees");
+    // The rule was exercised where the old one read a lower knee.
+    assert!(
+        undecided.len() >= 3,
+        "undecided first sweeps: {undecided:?}"
+    );
+}
+
+/// Issue 28: failures at every load are health, not capacity: a loop on a
+/// 10%-error engine reads knee 0 with `errors_at_every_load` once its pool
+/// holds the evidence (here from its fifth sweep), never `errors` at 0, and
+/// never a knee of 1 from then on (the old rule: 1 with `errors` for 20
+/// sweeps).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_percent_failures_read_errors_at_every_load() {
+    for seed in [2, 4] {
+        let (target, at) = engine(&daemon_config(8, 0.10, seed)).await;
+        let mut l = Loop::new(&target);
+        let mut seen = Vec::new();
+        for _ in 0..8 {
+            let r = l.sweep(&target, &at).await;
+            seen.push((knee(&r), limit(&r)));
+        }
+        for (k, why) in &seen {
+            assert!(
+                *k > 0 || *why == Some(Limit::ErrorsAtEveryLoad),
+                "seed {seed}: {seen:?}"
+            );
+        }
+        assert!(
+            seen[4..]
+                .iter()
+                .all(|s| *s == (0, Some(Limit::ErrorsAtEveryLoad))),
+            "seed {seed}: {seen:?}"
+        );
+    }
 }

@@ -27,6 +27,16 @@ pub const ENABLE_RELOAD: bool = true;
 /// Whether the log sink writes a line per finished round.
 pub const LOG_ROUNDS: bool = true;
 
+// `state_dir:`.
+
+/// The variable systemd sets to the unit's `StateDirectory=`: the default
+/// `state_dir` when set (its first path, when it holds several).
+pub const STATE_DIR_ENV: &str = "STATE_DIRECTORY";
+/// The default `state_dir` without `$STATE_DIRECTORY`, used only when it
+/// already is a directory (the unit and the package make it): a test or a
+/// run from a checkout keeps no state unless it asks for it.
+pub const STATE_DIR: &str = "/var/lib/llmprobe";
+
 // A target's `idle_gate:` (its `max_value` defaults to 0).
 
 /// Wait between two looks at a busy server.

@@ -56,6 +56,11 @@ pub struct FileConfig {
     /// stop every measurement on a reload.
     #[serde(default)]
     pub allow_empty: bool,
+    /// Where each target's loop keeps what it learnt between sweeps, so a
+    /// restart starts from it ("" keeps nothing; unset: see
+    /// [`defaults::STATE_DIR`]).
+    #[serde(default)]
+    pub state_dir: Option<PathBuf>,
 }
 
 fn default_listen() -> String {

@@ -127,6 +127,8 @@ pub fn resolve_with(
 
     let fleet = resolve_fleet(&file, base_dir, &workloads, env, checks, &mut bad);
 
+    let state_dir = resolve_state_dir(file.state_dir.as_deref(), base_dir, env, &mut bad);
+
     if file.targets.is_empty() && file.file_sd.is_none() && !file.allow_empty {
         // A truncated or emptied file on a reload removed every target with
         // one INFO line as the only sign.
@@ -151,8 +153,40 @@ pub fn resolve_with(
             web,
             sinks: file.sinks.clone(),
             fleet,
+            state_dir,
         })
     } else {
         Err(ConfigError { problems })
     }
+}
+
+/// `state_dir`: as written (relative to the file's folder; "" keeps
+/// nothing), else systemd's `$STATE_DIRECTORY`, else [`defaults::STATE_DIR`]
+/// when that is a directory already. A path that is there but is not a
+/// directory is refused; a missing one is made at start.
+fn resolve_state_dir(
+    written: Option<&Path>,
+    base_dir: &Path,
+    env: &dyn Env,
+    bad: &mut dyn FnMut(&str, String),
+) -> Option<std::path::PathBuf> {
+    let dir = match written {
+        Some(p) if p.as_os_str().is_empty() => return None,
+        Some(p) => base_dir.join(p),
+        None => match env.var(defaults::STATE_DIR_ENV) {
+            // systemd joins several StateDirectory= paths with ':'.
+            Some(v) if !v.is_empty() => v.split(':').next().unwrap_or_default().into(),
+            _ => {
+                let fallback = Path::new(defaults::STATE_DIR);
+                return fallback.is_dir().then(|| fallback.to_path_buf());
+            }
+        },
+    };
+    if dir.exists() && !dir.is_dir() {
+        bad(
+            "state_dir",
+            format!("`{}` is there but is not a directory", dir.display()),
+        );
+    }
+    Some(dir)
 }

@@ -36,6 +36,8 @@ pub struct Config {
     pub sinks: SinkSettings,
     /// Discovery from files and sharding.
     pub fleet: FleetConfig,
+    /// Where the loops keep their state between runs; None: nowhere.
+    pub state_dir: Option<PathBuf>,
 }
 
 /// Resolved `schedule:`.

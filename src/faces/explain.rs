@@ -68,6 +68,17 @@ pub fn explain(config: &Config) -> String {
             "no log line per round (sinks.log.rounds: false)"
         }
     );
+    let _ = match &config.state_dir {
+        Some(dir) => writeln!(
+            out,
+            "state: each target's pooled evidence, plan and last sweeps kept in {} across restarts",
+            dir.display()
+        ),
+        None => writeln!(
+            out,
+            "state: kept in memory only (no state_dir): a restart starts every target from nothing"
+        ),
+    };
     out.push_str(&crate::fleet::explain(config));
     let proxies = ProxyVariables::from_env();
     for t in &config.targets {

@@ -28,6 +28,10 @@ pub fn limit_meaning(limit: Limit) -> &'static str {
         }
         Limit::RateLimited => "a rate limiter answered 429: raise the rate limit",
         Limit::Errors => "requests failed: see the errors below",
+        Limit::ErrorsAtEveryLoad => {
+            "requests fail whatever the load (at the lowest level too): a health problem, \
+             not capacity; see the errors below"
+        }
         Limit::Latency => {
             "latency broke, and the server's metrics do not tell why (none were read)"
         }

@@ -254,12 +254,14 @@ pub fn table(reports: &[SweepReport]) -> String {
 }
 
 /// The knee as it should be read: "≥ 32" when no measured level broke the
-/// SLO (capacity at least that, not measured higher).
+/// SLO (capacity at least that, not measured higher); "8?" when a level it
+/// depends on was undecided (it stepped over that level).
 pub fn knee(c: &Capacity) -> String {
+    let mark = if c.knee_undecided { "?" } else { "" };
     if c.knee_is_lower_bound {
-        format!("≥ {}", c.knee_concurrency)
+        format!("≥ {}{mark}", c.knee_concurrency)
     } else {
-        c.knee_concurrency.to_string()
+        format!("{}{mark}", c.knee_concurrency)
     }
 }
 
@@ -329,10 +331,10 @@ fn level_mark(l: &LevelSummary) -> &'static str {
         .as_ref()
         .filter(|v| v.decision == Decision::Undecided);
     if let Some(v) = undecided {
-        if v.counted_as == Decision::Pass {
-            "  <- undecided (counted as it was last decided: pass)"
-        } else {
-            "  <- undecided (counted as over SLO)"
+        match v.counted_as {
+            Decision::Pass => "  <- undecided (counted as it was last decided: pass)",
+            Decision::Break => "  <- undecided (counted as it was last decided: over SLO)",
+            Decision::Undecided => "  <- undecided (neither raises nor lowers the knee)",
         }
     } else if !l.within_slo {
         "  <- over SLO"

@@ -267,7 +267,7 @@ pub const SWEEP_REQUESTS_SAVED: Spec = Spec {
 /// A level's verdict: what decided it and what the knee counted.
 pub const SWEEP_VERDICT: Spec = Spec {
     name: "llmprobe_sweep_verdict",
-    help: "1 for the level's verdict at the target's verdict_confidence: decision (pass, break, undecided), the test that decided it (shed, errors, p95_latency, no_success, none) and what the knee counted (pass or break), in the latest completed sweep.",
+    help: "1 for the level's verdict at the target's verdict_confidence: decision (pass, break, undecided), the test that decided it (shed, errors, p95_latency, no_success, none) and what the knee counted (pass, break, or undecided: neither raises nor lowers the knee), in the latest completed sweep.",
     labels: &[
         "target",
         "model",
@@ -359,8 +359,14 @@ pub const SWEEP_SERVER_PREEMPTIONS: Spec = Spec {
 /// The limit that binds at the knee, per workload.
 pub const CAPACITY_LIMIT: Spec = Spec {
     name: "llmprobe_capacity_limit_info",
-    help: "What binds at the knee (limit: queue, kv_cache, compute, shed, rate_limited, errors, latency, not_reached); always 1.",
+    help: "What binds at the knee (limit: queue, kv_cache, compute, shed, rate_limited, errors, errors_at_every_load, latency, not_reached); always 1.",
     labels: &["target", "model", "workload", "limit"],
+};
+/// Whether every level the knee rests on was decided, per workload.
+pub const CAPACITY_KNEE_DECIDED: Spec = Spec {
+    name: "llmprobe_capacity_knee_decided",
+    help: "1 when every level the knee depends on was decided (pass or break, at the verdict's confidence, or as last decided on the same server); 0 when one was undecided with nothing decided before: the knee stepped over it and could be lower. Alerts and autoscaling ignore a knee at 0 here.",
+    labels: WORKLOAD,
 };
 /// Whether the knee is a lower bound, per workload.
 pub const CAPACITY_KNEE_LOWER_BOUND: Spec = Spec {
@@ -531,7 +537,7 @@ pub const GATEWAY_SAMPLES: Spec = Spec {
 };
 
 /// The result families other than the quantities' (see [`RESULT_FAMILIES`]).
-const OTHER_RESULT_FAMILIES: [&Spec; 50] = [
+const OTHER_RESULT_FAMILIES: [&Spec; 51] = [
     &SWEEP_SAMPLES,
     &SWEEP_REASONING_TOKENS,
     &SWEEP_NEW_CONNECTIONS,
@@ -555,6 +561,7 @@ const OTHER_RESULT_FAMILIES: [&Spec; 50] = [
     &SWEEP_SERVER_PREEMPTIONS,
     &CAPACITY_KNEE,
     &CAPACITY_LIMIT,
+    &CAPACITY_KNEE_DECIDED,
     &CAPACITY_KNEE_LOWER_BOUND,
     &CAPACITY_THROUGHPUT,
     &CAPACITY_REQUEST_RATE,

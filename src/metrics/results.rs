@@ -389,6 +389,11 @@ fn write_results(out: &mut PieceWriter, report: &SweepReport) {
             out.add(&names::CAPACITY_KNEE_MEASURED, &[t, m, w], at);
         }
         out.add(
+            &names::CAPACITY_KNEE_DECIDED,
+            &[t, m, w],
+            if cap.knee_undecided { 0.0 } else { 1.0 },
+        );
+        out.add(
             &names::CAPACITY_KNEE_LOWER_BOUND,
             &[t, m, w],
             if cap.knee_is_lower_bound { 1.0 } else { 0.0 },

@@ -1117,10 +1117,10 @@ fn result_series_per_target_workload_and_level_are_counted() {
     // saved, whether it was a refinement probe, when it was measured, and
     // every outcome, zero or not.
     let per_level = 6 * (3 + 1) + 1 + 4 + 2 + 4 + Outcome::ALL.len();
-    // Per workload: knee, lower bound, throughput, request rate and its
-    // sample count, recommendation, saturation, levels not measured, knee
-    // carried over, when the knee was measured.
-    let per_workload = 10;
+    // Per workload: knee, whether it was decided, lower bound, throughput,
+    // request rate and its sample count, recommendation, saturation, levels
+    // not measured, knee carried over, when the knee was measured.
+    let per_workload = 11;
     // Per target: success, duration, last completion.
     let per_target = 3;
     let levels = 2 + 3 + 1;

@@ -8,14 +8,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{GatewayPair, Schedule, Target};
 use crate::metrics::Metrics;
 use crate::schedule::endpoint::{self, Reachable};
+use crate::schedule::handoff::Handoff;
 use crate::schedule::idle_gate::{self, IdleGate};
 use crate::schedule::jitter::jittered;
 use crate::schedule::memory::Memory;
+use crate::schedule::state::{self, StateDir};
 use crate::sinks::Sinks;
 use crate::stats::report::{PairReport, SweepReport};
 use crate::sweep::{self, interleaved, SweepEnv};
@@ -56,6 +59,14 @@ pub(crate) enum Measured<'a> {
     Pair(Box<PairReport>),
 }
 
+/// Where a target's loop finds and keeps what it learnt.
+pub(crate) struct Keep {
+    /// The state directory, if any.
+    pub dir: Option<Arc<StateDir>>,
+    /// What a stopped loop left for the loop started in its place.
+    pub handoff: Arc<Handoff>,
+}
+
 /// What every loop publishes to.
 #[derive(Clone)]
 pub(crate) struct Outputs {
@@ -65,14 +76,17 @@ pub(crate) struct Outputs {
     pub metrics: Arc<Metrics>,
 }
 
-/// Runs `job` every interval of `schedule`, starting after `offset`, until
-/// `env.cancel` fires.
+/// Runs `job` every interval of `schedule` (as it is at each round: a
+/// reload may change it), starting after `offset`, until `env.cancel`
+/// fires; a target's loop starts from what the loop it replaces left, else
+/// its saved state, and keeps its state (`keep`).
 pub(crate) async fn run(
     job: Job,
     env: SweepEnv,
-    schedule: Schedule,
+    schedule: watch::Receiver<Schedule>,
     offset: Duration,
     out: Outputs,
+    keep: Keep,
 ) {
     let cancel = env.cancel.clone();
     if cancel.is_cancelled() {
@@ -94,27 +108,53 @@ pub(crate) async fn run(
         }
     };
     job.started(&out);
-    // A new loop (first start, or a reload that changed the target) starts
-    // with a full sweep, knowing nothing of earlier ones.
+    // A new loop (first start, a restart, or a reload that restarted it)
+    // starts from what the loop it replaces left, else from the target's
+    // saved state, else from nothing.
     let mut memory = job.memory();
+    if let (Some(m), Job::Target(t)) = (&mut memory, &job) {
+        let interval = schedule.borrow().interval;
+        let found = match keep.handoff.take(t) {
+            Some(saved) => Some((saved, "previous loop")),
+            None => match &keep.dir {
+                Some(dir) => load(dir, t, interval).await.map(|s| (s, "state_dir")),
+                None => None,
+            },
+        };
+        if let Some((saved, source)) = found {
+            *m = Memory::restored(t, saved);
+            tracing::info!(target_name = %t.name, source, pooled_sweeps = m.pooled_sweeps(), "started from the saved state");
+        }
+    }
+    let mut save_failed = false;
     loop {
         if !Box::pin(job.may_start(&env, &out, &cancel)).await {
             break;
         }
+        let timing = schedule.borrow().clone();
         let prior = memory.as_mut().map(Memory::prior).unwrap_or_default();
-        let measured = Box::pin(reached.measure(&env, schedule.sweep_timeout, prior)).await;
+        let measured = Box::pin(reached.measure(&env, timing.sweep_timeout, prior)).await;
         if cancel.is_cancelled() {
             break;
         }
         measured.publish(&out);
         if let (Some(m), Measured::Sweep(_, report)) = (&mut memory, measured) {
             m.record(report);
+            if let (Some(dir), Job::Target(t)) = (&keep.dir, &job) {
+                save(dir, t, m, &mut save_failed).await;
+            }
         }
-        let wait = jittered(schedule.interval, schedule.jitter, fastrand::f64());
+        let timing = schedule.borrow().clone();
+        let wait = jittered(timing.interval, timing.jitter, fastrand::f64());
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = cancel.cancelled() => break,
         }
+    }
+    // Stopped (by a reload, or at shutdown): the loop started in its place
+    // takes up from here.
+    if let (Some(m), Job::Target(t)) = (&memory, &job) {
+        keep.handoff.leave(t, m.saved());
     }
 }
 
@@ -255,6 +295,37 @@ impl Measured<'_> {
             Measured::Sweep(target, report) => out.sinks.sweep(target, report),
             Measured::Pair(report) => out.sinks.pair(report),
         }
+    }
+}
+
+/// `target`'s saved state, read off the runtime's workers.
+async fn load(
+    dir: &Arc<StateDir>,
+    target: &Arc<Target>,
+    interval: Duration,
+) -> Option<state::Saved> {
+    let (dir, target) = (dir.clone(), target.clone());
+    tokio::task::spawn_blocking(move || dir.load(&target, interval, state::unix_now()))
+        .await
+        .ok()
+        .flatten()
+}
+
+/// Saves the loop's memory after a sweep, off the runtime's workers; a
+/// failure is logged once per loop (the loop goes on without).
+async fn save(dir: &Arc<StateDir>, target: &Arc<Target>, memory: &Memory, failed: &mut bool) {
+    let (dir, target_name, target) = (dir.clone(), target.name.clone(), target.clone());
+    let saved = memory.saved();
+    let done =
+        tokio::task::spawn_blocking(move || dir.save(&target, saved, state::unix_now())).await;
+    let result = done.map_err(|e| e.to_string()).and_then(|r| r);
+    match result {
+        Ok(()) => *failed = false,
+        Err(e) if !*failed => {
+            *failed = true;
+            tracing::warn!(target_name = %target_name, error = %e, "cannot save the target's state: a restart will start it from nothing");
+        }
+        Err(_) => {}
     }
 }
 

@@ -10,11 +10,13 @@
 
 pub mod endpoint;
 mod forward;
+mod handoff;
 pub mod idle_gate;
 mod jitter;
 mod job;
 pub mod memory;
 pub mod once;
+pub mod state;
 pub mod warm_start;
 
 use std::collections::BTreeMap;
@@ -22,6 +24,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -31,8 +34,10 @@ use crate::probe::tls::Clients;
 use crate::sinks::Sinks;
 use crate::sweep::interleaved::pair_targets;
 use crate::sweep::SweepEnv;
+use handoff::Handoff;
 pub use jitter::jittered;
-use job::{Job, Outputs};
+use job::{Job, Keep, Outputs};
+use state::StateDir;
 
 /// Names a loop: targets and gateway pairs have names of their own.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -76,6 +81,13 @@ pub struct Scheduler {
     /// late forget never drops a new loop's series.
     stopping: BTreeMap<LoopKey, CancellationToken>,
     root: CancellationToken,
+    /// The schedule every loop reads at each round: a reload that changes
+    /// only its timing keeps the loops.
+    timing: Option<watch::Sender<Schedule>>,
+    /// Where target loops keep their state, if anywhere.
+    state: Option<Arc<StateDir>>,
+    /// What stopped target loops left for the loops started in their place.
+    handoff: Arc<Handoff>,
 }
 
 /// Every job of `config`, targets first (in configuration order), then
@@ -116,6 +128,9 @@ impl Scheduler {
             running: BTreeMap::new(),
             stopping: BTreeMap::new(),
             root: CancellationToken::new(),
+            timing: None,
+            state: None,
+            handoff: Arc::default(),
         }
     }
 
@@ -135,16 +150,27 @@ impl Scheduler {
         self.replaced_clients.get_or_insert(old);
     }
 
-    /// Brings the running loops in line with `config`.
+    /// Keeps the target loops' state in `dir` (loops started from now on).
+    pub fn keep_state_in(&mut self, dir: StateDir) {
+        self.state = Some(Arc::new(dir));
+    }
+
+    /// Brings the running loops in line with `config`. A loop whose job did
+    /// not change is kept (with what it learnt); a change of `schedule`
+    /// restarts them all only when it changes the global cap, else it
+    /// reaches them at their next round; a loop that is restarted starts
+    /// from its saved state.
     pub fn apply(&mut self, config: &Config) {
         let schedule_changed = self.schedule.as_ref() != Some(&config.schedule);
+        let cap_changed = self.schedule.as_ref().map(|s| s.max_in_flight_total)
+            != Some(config.schedule.max_in_flight_total);
         let old_clients = self.replaced_clients.take();
         let tls_changed = |job: &Job| {
             old_clients
                 .as_ref()
                 .is_some_and(|old| job.targets().any(|t| old.changed_for(&self.clients, t)))
         };
-        if schedule_changed {
+        if cap_changed {
             // A new global cap needs a new semaphore: restart every loop on it.
             let env = SweepEnv::new(
                 self.clients.clone(),
@@ -153,7 +179,15 @@ impl Scheduler {
                 Arc::new(forward::ToSinks::of(&self.out)),
             );
             self.env = Some(env);
+        }
+        if schedule_changed {
             self.schedule = Some(config.schedule.clone());
+            match &self.timing {
+                Some(timing) => {
+                    timing.send_replace(config.schedule.clone());
+                }
+                None => self.timing = Some(watch::channel(config.schedule.clone()).0),
+            }
         }
         let wanted = jobs(config);
         // Looked up once per running loop: a map, so that 100k targets
@@ -166,10 +200,16 @@ impl Scheduler {
         let keys: Vec<LoopKey> = self.running.keys().cloned().collect();
         for key in keys {
             let running = &self.running[&key].job;
-            let keep = !schedule_changed
+            let keep = !cap_changed
                 && wanted_job(&key).is_some_and(|j| j == running)
                 && !tls_changed(running);
             if keep {
+                if let (true, Job::Target(target), Some(schedule)) =
+                    (schedule_changed, running, &self.schedule)
+                {
+                    // Its interval gauge follows the new schedule.
+                    self.out.sinks.target_configured(target, schedule);
+                }
                 continue;
             }
             let Some(r) = self.running.remove(&key) else {
@@ -217,15 +257,23 @@ impl Scheduler {
         let cancel = self.root.child_token();
         let ended = CancellationToken::new();
         let before = self.stopping.remove(&key);
+        let timing = match &self.timing {
+            Some(t) => t.subscribe(),
+            None => watch::channel(schedule.clone()).1,
+        };
         let task = job::run(
             job.clone(),
             SweepEnv {
                 cancel: cancel.clone(),
                 ..env.clone()
             },
-            schedule.clone(),
+            timing,
             offset,
             self.out.clone(),
+            Keep {
+                dir: self.state.clone(),
+                handoff: self.handoff.clone(),
+            },
         );
         let guard = ended.clone().drop_guard();
         let handle = tokio::spawn(async move {
@@ -261,6 +309,7 @@ impl Scheduler {
         }
         let guard = done.drop_guard();
         let out = self.out.clone();
+        let handoff = self.handoff.clone();
         tokio::spawn(async move {
             let _guard = guard;
             for ended in stopped {
@@ -268,7 +317,10 @@ impl Scheduler {
             }
             for key in removed {
                 match key {
-                    LoopKey::Target(name) => out.sinks.forget_target(&name),
+                    LoopKey::Target(name) => {
+                        handoff.forget(&name);
+                        out.sinks.forget_target(&name);
+                    }
                     LoopKey::Pair(name) => out.sinks.forget_pair(&name),
                 }
             }

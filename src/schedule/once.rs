@@ -3,6 +3,7 @@
 //! reached and measured as one round of their daemon loop ([`super::job`])
 //! does, with nothing to cancel them but the process's end.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
@@ -11,6 +12,8 @@ use crate::config::Config;
 use crate::fleet;
 use crate::probe::tls::Clients;
 use crate::schedule::job::Job;
+use crate::schedule::memory::Memory;
+use crate::schedule::state::{self, StateDir};
 use crate::stats::report::{PairReport, SweepReport};
 use crate::sweep::interleaved::pair_targets;
 use crate::sweep::{Observer, SweepEnv};
@@ -23,6 +26,20 @@ pub async fn sweep(
     only: &[String],
     observer: Arc<dyn Observer>,
 ) -> Result<Vec<SweepReport>, String> {
+    sweep_from(config, only, observer, None).await
+}
+
+/// [`sweep`], each target starting from what the daemon saved of it in
+/// `state` (`llmprobe sweep --state DIR`): its pooled evidence, carried
+/// levels and output-limit field; read, never written. The climb is full
+/// all the same: a one-shot report shows every level.
+pub async fn sweep_from(
+    config: &Config,
+    only: &[String],
+    observer: Arc<dyn Observer>,
+    state: Option<&Path>,
+) -> Result<Vec<SweepReport>, String> {
+    let state = state.map(StateDir::reader);
     let config = &fleet::view_once(config);
     for name in only {
         if !config.targets.iter().any(|t| &t.name == name) {
@@ -40,8 +57,17 @@ pub async fn sweep(
         }
         let job = Job::Target(target.clone());
         let reached = job.reach().await?;
+        let mut memory = state
+            .as_ref()
+            .and_then(|s| s.load(target, config.schedule.interval, state::unix_now()))
+            .map(|saved| Memory::restored(target, saved));
+        let prior = memory.as_mut().map_or_else(Default::default, |m| {
+            let mut prior = m.prior();
+            prior.warm = None;
+            prior
+        });
         let measured = reached
-            .measure(&env, config.schedule.sweep_timeout, Default::default())
+            .measure(&env, config.schedule.sweep_timeout, prior)
             .await;
         reports.extend(measured.into_sweep());
     }

@@ -1,10 +1,12 @@
 //! Whether a target's next sweep climbs from level 1 (full) or starts near
-//! the last knee (warm). Full: the first sweep of a target's loop (a reload
-//! that changes the target starts a new loop), every `full_sweep_every`
+//! the last knee (warm). Full: the first sweep of a target with no saved
+//! state, every `full_sweep_every`
 //! sweeps, after a sweep that did not complete, and after a sweep whose knee
 //! moved. Pure: the loop tells it what each sweep found.
 
 use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
 
 use crate::config::gentle::Resolution;
 use crate::stats::report::SweepReport;
@@ -14,7 +16,7 @@ pub use crate::stats::report::SweepKind as Kind;
 
 /// What a sweep found for one workload: its knee and the lowest level
 /// that broke above it (None when every level passed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Found {
     /// The knee (0: even the baseline broke).
     pub knee: u32,
@@ -32,7 +34,7 @@ pub fn found_in(report: &SweepReport) -> Option<BTreeMap<String, Found>> {
         let broken = w
             .levels
             .iter()
-            .filter(|l| l.concurrency > knee && !l.within_slo)
+            .filter(|l| l.concurrency > knee && !l.within_slo && !l.undecided())
             .map(|l| l.concurrency)
             .min();
         (w.workload.clone(), Found { knee, broken })
@@ -48,6 +50,15 @@ pub struct Plan {
     pub kind: Kind,
     /// Per workload name; empty on a full sweep.
     pub warm: BTreeMap<String, WarmStart>,
+}
+
+/// What a planner carries from sweep to sweep (its settings come from the
+/// target): saved with the loop's state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Saved {
+    since_full: u32,
+    last: Option<BTreeMap<String, Found>>,
+    force_full: bool,
 }
 
 /// The planner of one target's loop.
@@ -76,6 +87,28 @@ impl Planner {
         }
     }
 
+    /// What it carries, to be saved.
+    pub fn saved(&self) -> Saved {
+        Saved {
+            since_full: self.since_full,
+            last: self.last.clone(),
+            force_full: self.force_full,
+        }
+    }
+
+    /// Whether a saved planner read from a file is one a loop could have
+    /// written (its counter far from overflow).
+    pub fn plausible(saved: &Saved) -> bool {
+        saved.since_full <= 1 << 20
+    }
+
+    /// Takes up where a saved planner stopped.
+    pub fn restore(&mut self, saved: Saved) {
+        self.since_full = saved.since_full;
+        self.last = saved.last;
+        self.force_full = saved.force_full;
+    }
+
     /// The next sweep's plan.
     pub fn plan(&self) -> Plan {
         let full = Plan {
@@ -101,7 +134,12 @@ impl Planner {
                     },
                 )
             })
-            .collect();
+            .collect::<BTreeMap<_, _>>();
+        // Every workload's knee was 0: each climbs from level 1, which is a
+        // full sweep, and is counted as one (`kind="full"`).
+        if warm.is_empty() {
+            return full;
+        }
         Plan {
             kind: Kind::Warm,
             warm,
@@ -222,9 +260,12 @@ mod tests {
                 seeds: vec![13, 14]
             }
         );
-        // A workload whose baseline broke starts from level 1 anyway.
+        // A workload whose baseline broke starts from level 1 anyway: with
+        // no other workload, that is a full sweep, and says so.
         p.record(Kind::Full, found(0, Some(1)));
-        assert!(p.plan().warm.is_empty());
+        let plan = p.plan();
+        assert!(plan.warm.is_empty());
+        assert_eq!(plan.kind, Kind::Full);
     }
 
     #[test]

@@ -8,13 +8,15 @@
 //! it: a sweep whose server told another identity (server kind, version or
 //! model list) drops every level's; a sweep whose counts at a level differ
 //! from its window beyond chance ([`verdict::CHANGE_ALPHA`], the verdict's
-//! `change_seen`) keeps only its own at that level; a reload that changes
-//! the target starts a new loop, and with it an empty pool. Pure: the loop
-//! records each finished sweep.
+//! `change_seen`) keeps only its own at that level. The pool is part of the
+//! loop's saved state (`schedule::state`), so a restart or a reload keeps
+//! it. Pure: the loop records each finished sweep.
 //!
 //! [`verdict::CHANGE_ALPHA`]: crate::stats::verdict::CHANGE_ALPHA
 
 use std::collections::{BTreeMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
 
 use crate::stats::report::{Counts, Decision, Setup, SweepReport};
 
@@ -25,7 +27,7 @@ use crate::stats::report::{Counts, Decision, Setup, SweepReport};
 pub const WINDOW_SWEEPS: u64 = 8;
 
 /// What identifies the server behind a target: a change drops the pool.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Identity {
     server: String,
     server_version: String,
@@ -52,24 +54,93 @@ pub struct Prior {
     pub last_decided: Option<Decision>,
 }
 
+/// Whether two sweeps' setups tell the same server (kind, version, model
+/// list): what the pool, and a warm start, are kept across.
+pub fn same_server(a: &Setup, b: &Setup) -> bool {
+    Identity::of(a) == Identity::of(b)
+}
+
 /// One level's pool.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Level {
     /// (number of the sweep, its counts).
     sweeps: VecDeque<(u64, Counts)>,
     last_decided: Option<Decision>,
 }
 
-/// The pool of one target's loop.
-#[derive(Debug, Clone, Default)]
+/// The pool of one target's loop; saved with the loop's state (a map
+/// keyed by (workload, level) is written as a list: JSON keys are strings).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Evidence {
     identity: Option<Identity>,
     /// Sweeps recorded so far (each entry carries the number of its sweep).
     sweeps: u64,
+    #[serde(with = "as_list")]
     levels: BTreeMap<(String, u32), Level>,
 }
 
+/// A map with tuple keys, as a list of (key, value) pairs.
+mod as_list {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer, K: Serialize, V: Serialize>(
+        map: &BTreeMap<K, V>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.collect_seq(map.iter())
+    }
+
+    pub fn deserialize<
+        'de,
+        D: Deserializer<'de>,
+        K: Deserialize<'de> + Ord,
+        V: Deserialize<'de>,
+    >(
+        d: D,
+    ) -> Result<BTreeMap<K, V>, D::Error> {
+        Ok(Vec::<(K, V)>::deserialize(d)?.into_iter().collect())
+    }
+}
+
 impl Evidence {
+    /// Earlier sweeps pooled at any level (the largest window): 0 for a
+    /// new pool.
+    pub fn pooled_sweeps(&self) -> usize {
+        self.levels
+            .values()
+            .map(|l| {
+                l.sweeps
+                    .iter()
+                    .filter(|(n, _)| n + WINDOW_SWEEPS > self.sweeps)
+                    .count()
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Whether a pool read from a file holds what a loop could have
+    /// recorded: sweep numbers within the count, counts that add up and
+    /// stay far from overflow (a state file is a file: anything may be in it).
+    pub fn plausible(&self) -> bool {
+        const MAX_SWEEPS: u64 = 1 << 40;
+        const MAX_ENDED: u64 = 1 << 24;
+        let counts_ok = |c: &Counts| {
+            c.ended <= MAX_ENDED
+                && c.ok + c.shed + c.failed <= c.ended
+                && c.timed <= c.ended
+                && c.slow <= c.timed
+        };
+        self.sweeps <= MAX_SWEEPS
+            && self.levels.values().all(|l| {
+                l.sweeps.len() as u64 <= WINDOW_SWEEPS
+                    && l.sweeps
+                        .iter()
+                        .all(|(n, c)| *n <= self.sweeps && counts_ok(c))
+            })
+    }
+
     /// What earlier sweeps saw at `level` of `workload`, for a sweep whose
     /// server told `setup` (nothing when it is another server).
     pub fn prior(&self, setup: &Setup, workload: &str, level: u32) -> Prior {

@@ -18,12 +18,13 @@ pub fn capacity(
     stopped_because: Option<String>,
 ) -> Capacity {
     // A level that did not keep its concurrency measured a smaller one: it
-    // neither counts nor lets a later level count.
-    let knee_level = levels
-        .iter()
-        .take_while(|l| l.within_slo && l.kept_concurrency)
-        .last();
+    // neither counts nor lets a later level count. An undecided level (no
+    // evidence either way, nothing decided before) is stepped over: it
+    // neither is the knee nor ends the run, and the knee says so.
+    let run: Vec<&LevelSummary> = levels.iter().take_while(|l| !l.stops_knee()).collect();
+    let knee_level = run.iter().rev().find(|l| !l.undecided()).copied();
     let knee = knee_level.map_or(0, |l| l.concurrency);
+    let knee_undecided = run.iter().any(|l| l.undecided());
     // Throughput is compared between configured levels that ran in full: a
     // level stopped early has a partial throughput, and a refinement probe
     // adds too little concurrency for a 10% gain to be expected.
@@ -60,7 +61,8 @@ pub fn capacity(
         saturation_concurrency: saturation,
         saturated_before_knee: saturation.is_some_and(|s| knee > 0 && s <= knee),
         stopped_because,
-        knee_is_lower_bound: levels.iter().all(|l| l.within_slo),
+        knee_is_lower_bound: levels.iter().all(|l| l.within_slo || l.undecided()),
+        knee_undecided,
         levels_not_measured: Vec::new(),
         knee_carried_over: false,
         knee_measured_at_unix_seconds: knee_level.map(|l| l.measured_at_unix_seconds),
@@ -70,6 +72,7 @@ pub fn capacity(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::report::Decision;
     use std::collections::BTreeMap;
 
     fn level(concurrency: u32, throughput: f64, within_slo: bool) -> LevelSummary {
@@ -112,6 +115,59 @@ mod tests {
             verdict: None,
             within_slo,
         }
+    }
+
+    /// `l` judged undecided, never decided before (nothing pooled).
+    fn undecided(mut l: LevelSummary) -> LevelSummary {
+        l.within_slo = false;
+        l.verdict = Some(crate::stats::report::Verdict {
+            decision: Decision::Undecided,
+            counted_as: Decision::Undecided,
+            ..Default::default()
+        });
+        l
+    }
+
+    #[test]
+    fn an_undecided_level_neither_lowers_nor_raises_the_knee() {
+        // Level 1 undecided (2 errors of 32 at 2%, nothing pooled): the
+        // knee is not 0, it steps over level 1, and says so.
+        let l = [
+            undecided(level(1, 10.0, true)),
+            level(2, 20.0, true),
+            level(4, 40.0, true),
+            level(8, 80.0, true),
+            level(16, 82.0, false),
+        ];
+        let c = capacity(&l, 0.9, None);
+        assert_eq!(c.knee_concurrency, 8);
+        assert!(c.knee_undecided);
+        assert!(!c.knee_is_lower_bound, "16 broke");
+        // Undecided just below the break: the knee is the last level that
+        // passed, not the undecided one.
+        let l = [
+            level(1, 10.0, true),
+            level(2, 20.0, true),
+            undecided(level(4, 40.0, true)),
+            level(8, 80.0, false),
+        ];
+        let c = capacity(&l, 0.9, None);
+        assert_eq!((c.knee_concurrency, c.knee_undecided), (2, true));
+        // Above the break it does not matter: the knee is decided.
+        let l = [
+            level(1, 10.0, true),
+            level(2, 20.0, false),
+            undecided(level(4, 40.0, true)),
+        ];
+        let c = capacity(&l, 0.9, None);
+        assert_eq!((c.knee_concurrency, c.knee_undecided), (1, false));
+        // A level counted as it was last decided is decided.
+        let mut last = undecided(level(2, 20.0, true));
+        if let Some(v) = &mut last.verdict {
+            v.counted_as = Decision::Break;
+        }
+        let c = capacity(&[level(1, 10.0, true), last], 0.9, None);
+        assert_eq!((c.knee_concurrency, c.knee_undecided), (1, false));
     }
 
     #[test]

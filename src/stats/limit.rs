@@ -4,7 +4,8 @@
 //! (queue, KV cache, compute). The rule is docs/measuring.md's.
 
 use crate::config::Slo;
-use crate::stats::report::{Basis, Breach, LevelSummary, Limit};
+use crate::stats::binomial;
+use crate::stats::report::{Basis, Breach, Capacity, Counts, LevelSummary, Limit};
 use crate::stats::sample::Outcome;
 
 /// KV-cache usage at or above which the cache is full.
@@ -14,13 +15,105 @@ pub const KV_CACHE_FULL: f64 = 0.9;
 /// (below it, a request only waits for the step it joins).
 pub const QUEUED: f64 = 0.5;
 
+/// Sets the limit of a workload's `capacity` from the `levels` it measured
+/// and those `carried` for it from an earlier sweep (each sorted by
+/// concurrency; a knee that rests on carried levels takes its limit from
+/// the first level above it, carried or not), judged at `confidence`. When requests fail
+/// whatever the load ([`fails_at_every_load`]) the knee is 0 and the limit
+/// [`Limit::ErrorsAtEveryLoad`]: a server that fails 10% of requests at
+/// level 1 as at level 16 has a health problem, not a capacity of 1.
+pub fn settle(
+    capacity: &mut Capacity,
+    levels: &[LevelSummary],
+    carried: &[LevelSummary],
+    earlier: &dyn Fn(u32) -> Vec<Counts>,
+    slo: &Slo,
+    confidence: f64,
+) {
+    if fails_at_every_load(levels, earlier, capacity.knee_concurrency, slo, confidence) {
+        *capacity = Capacity {
+            knee_concurrency: 0,
+            throughput_tokens_per_second: 0.0,
+            requests_per_second: 0.0,
+            requests_per_second_samples: 0,
+            recommended_max_in_flight: 0,
+            saturated_before_knee: false,
+            knee_is_lower_bound: false,
+            knee_carried_over: false,
+            knee_measured_at_unix_seconds: None,
+            knee_undecided: false,
+            limit: Some(Limit::ErrorsAtEveryLoad),
+            ..capacity.clone()
+        };
+        return;
+    }
+    let mut all: Vec<&LevelSummary> = levels.iter().chain(carried).collect();
+    all.sort_by_key(|l| l.concurrency);
+    capacity.limit = Some(first_break(&all, capacity.knee_concurrency, slo));
+}
+
+/// Whether requests fail whatever the load: the lowest level broke on
+/// errors (so the knee is 0), or the error counts of the levels, pooled
+/// with what `earlier` sweeps saw at each (the verdicts' window, unless
+/// the level saw a change), are over `max_error_ratio` at `confidence`.
+/// A level that broke on errors joins the pool only when its error ratio is
+/// not higher than that of the levels below it beyond chance (Fisher's
+/// exact test at `1 - confidence`): errors that grow with load are a limit
+/// of capacity, and are left out; errors that do not are health. At 10% of
+/// errors every level alone passes by luck, stays undecided or breaks, the
+/// climb stops at the first that breaks, and only together do they hold
+/// the evidence.
+pub fn fails_at_every_load(
+    levels: &[LevelSummary],
+    earlier: &dyn Fn(u32) -> Vec<Counts>,
+    knee: u32,
+    slo: &Slo,
+    confidence: f64,
+) -> bool {
+    let alpha = 1.0 - confidence;
+    let broke_on_errors =
+        |l: &LevelSummary| !l.within_slo && !l.undecided() && broke_on(l, slo) == Breach::Errors;
+    if knee == 0 && levels.first().is_some_and(broke_on_errors) {
+        return true;
+    }
+    // A level's counts with its window.
+    let evidence = |l: &LevelSummary| {
+        let v = l.verdict.as_ref()?;
+        let window = if v.change_seen {
+            Vec::new()
+        } else {
+            earlier(l.concurrency)
+        };
+        Some(window.into_iter().fold(v.counts, |a, c| a + c))
+    };
+    let mut pooled = Counts::default();
+    for l in levels {
+        let Some(c) = evidence(l) else { continue };
+        if broke_on_errors(l) {
+            let (_, higher) = binomial::fisher(c.failed, c.ended, pooled.failed, pooled.ended);
+            if higher < alpha {
+                continue;
+            }
+        }
+        pooled = pooled + c;
+    }
+    pooled.ended > 0
+        && binomial::over_limit(pooled.failed, pooled.ended, slo.max_error_ratio, alpha)
+}
+
 /// The limit of a workload whose knee is `knee`, from its `levels` sorted
-/// by concurrency: the first level above the knee that broke the SLO says it.
+/// by concurrency: the first level above the knee that broke the SLO says
+/// it (an undecided level broke nothing).
 pub fn of(levels: &[LevelSummary], knee: u32, slo: &Slo) -> Limit {
+    first_break(&levels.iter().collect::<Vec<_>>(), knee, slo)
+}
+
+/// [`of`], over levels gathered from several lists.
+fn first_break(levels: &[&LevelSummary], knee: u32, slo: &Slo) -> Limit {
     let Some(broken) = levels
         .iter()
         .filter(|l| l.concurrency > knee)
-        .find(|l| !l.within_slo)
+        .find(|l| !l.within_slo && !l.undecided())
     else {
         return Limit::NotReached;
     };
@@ -95,6 +188,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::stats::report::{Decision, Verdict};
     use crate::stats::server::{GaugeStat, ServerSignals};
 
     fn slo() -> Slo {
@@ -132,6 +226,115 @@ mod tests {
             kv_cache_usage_max: kv,
             ..ServerSignals::default()
         }
+    }
+
+    /// A level of `ended` requests, `failed` of them failed, judged as
+    /// `decision` (counted as such) on the errors test.
+    fn failing(c: u32, ended: u64, failed: u64, decision: Decision) -> LevelSummary {
+        let mut outcomes = BTreeMap::new();
+        outcomes.insert(Outcome::Ok.as_str(), ended - failed);
+        outcomes.insert(Outcome::HttpError.as_str(), failed);
+        LevelSummary {
+            concurrency: c,
+            requests: ended,
+            outcomes,
+            error_ratio: failed as f64 / ended as f64,
+            kept_concurrency: true,
+            within_slo: decision == Decision::Pass,
+            verdict: Some(Verdict {
+                decision,
+                counted_as: decision,
+                decided_by: (decision != Decision::Pass).then_some(Basis::Errors),
+                counts: Counts {
+                    ended,
+                    ok: ended - failed,
+                    failed,
+                    timed: ended,
+                    ..Counts::default()
+                },
+                ..Verdict::default()
+            }),
+            ..LevelSummary::default()
+        }
+    }
+
+    fn settled(levels: &[LevelSummary]) -> Capacity {
+        let mut c = crate::stats::knee::capacity(levels, 0.9, None);
+        settle(&mut c, levels, &[], &|_| Vec::new(), &slo(), 0.95);
+        c
+    }
+
+    #[test]
+    fn errors_at_every_load_read_knee_zero_not_a_capacity() {
+        use Decision::{Break, Pass, Undecided};
+        // 10% at every level: each alone passes by luck or stays undecided,
+        // the one that broke is left out; pooled, 31 of 264 is over 5%.
+        let ten = [
+            failing(1, 8, 0, Pass),
+            failing(2, 32, 3, Undecided),
+            failing(4, 32, 5, Break),
+            failing(8, 96, 10, Undecided),
+            failing(16, 96, 10, Undecided),
+            failing(32, 96, 8, Undecided),
+        ];
+        let c = settled(&ten);
+        assert_eq!(c.limit, Some(Limit::ErrorsAtEveryLoad));
+        assert_eq!((c.knee_concurrency, c.recommended_max_in_flight), (0, 0));
+        assert!(!c.knee_is_lower_bound);
+        // Level 1 broke on errors: knee 0, and failing at every load.
+        let first = [failing(1, 8, 4, Break), failing(2, 8, 0, Pass)];
+        let c = settled(&first);
+        assert_eq!(
+            (c.knee_concurrency, c.limit),
+            (0, Some(Limit::ErrorsAtEveryLoad))
+        );
+        assert_eq!(Limit::ErrorsAtEveryLoad.as_str(), "errors_at_every_load");
+    }
+
+    #[test]
+    fn errors_only_under_load_or_within_the_slo_are_capacity() {
+        use Decision::{Break, Pass, Undecided};
+        // Clean until 16, where 40 of 48 fail: a break on errors, a knee of 8.
+        let overload = [
+            failing(1, 8, 0, Pass),
+            failing(2, 8, 0, Pass),
+            failing(4, 12, 0, Pass),
+            failing(8, 24, 0, Pass),
+            failing(16, 48, 40, Break),
+        ];
+        let c = settled(&overload);
+        assert_eq!((c.knee_concurrency, c.limit), (8, Some(Limit::Errors)));
+        // 2% at every level, one level undecided (2 of 32): no health problem.
+        let two = [
+            failing(1, 8, 0, Pass),
+            failing(2, 8, 0, Pass),
+            failing(4, 12, 0, Pass),
+            failing(8, 32, 2, Undecided),
+            failing(16, 48, 1, Pass),
+        ];
+        let c = settled(&two);
+        assert_eq!((c.knee_concurrency, c.limit), (16, Some(Limit::NotReached)));
+        assert!(c.knee_undecided);
+    }
+
+    #[test]
+    fn a_knee_resting_on_carried_levels_takes_its_limit_from_them() {
+        use Decision::Pass;
+        // Levels 1 to 8 measured now; 16 could not have its places, and the
+        // earlier sweep's 16, which shed, stands in for it.
+        let measured = [
+            failing(1, 8, 0, Pass),
+            failing(2, 8, 0, Pass),
+            failing(4, 12, 0, Pass),
+            failing(8, 24, 0, Pass),
+        ];
+        let mut shed = level(16, false, None);
+        shed.shed_ratio = 0.5;
+        shed.kept_concurrency = true;
+        let carried = [shed];
+        let mut c = crate::stats::carry::capacity(&measured, &carried, &[16], 0.9, None);
+        settle(&mut c, &measured, &carried, &|_| Vec::new(), &slo(), 0.95);
+        assert_eq!((c.knee_concurrency, c.limit), (8, Some(Limit::Shed)));
     }
 
     #[test]

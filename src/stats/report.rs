@@ -137,8 +137,9 @@ pub enum Decision {
     /// Evidence, at the stated confidence, that the level breaks the SLO.
     Break,
     /// Observed over a limit, without that evidence, at the request ceiling:
-    /// the knee counts it as the level's last decided verdict, or as a break
-    /// when there is none ([`Verdict::counted_as`]).
+    /// the knee counts it as the level's last decided verdict on the same
+    /// server; when there is none it neither raises nor lowers the knee
+    /// ([`Verdict::counted_as`], [`Capacity::knee_undecided`]).
     Undecided,
 }
 
@@ -244,7 +245,8 @@ pub struct Verdict {
     /// The confidence of the tests (`verdict_confidence`).
     pub confidence: f64,
     /// What the knee counted: the decision, or for an undecided level the
-    /// last decided verdict of that level on the same server, else a break.
+    /// last decided verdict of that level on the same server, else
+    /// undecided (the level neither raises nor lowers the knee).
     pub counted_as: Decision,
     /// The bounds on the evidence.
     pub lower_bounds: LowerBounds,
@@ -269,6 +271,11 @@ pub enum Limit {
     RateLimited,
     /// The error ratio broke (or no request succeeded).
     Errors,
+    /// Requests fail whatever the load: the error ratio broke at the lowest
+    /// level, or, pooled over the levels that did not break on errors
+    /// themselves, it is over the limit at the verdict's confidence. Health,
+    /// not capacity: the knee is 0.
+    ErrorsAtEveryLoad,
     /// Latency broke and the server's metrics do not tell why.
     Latency,
     /// No level broke: the knee is a lower bound.
@@ -277,13 +284,14 @@ pub enum Limit {
 
 impl Limit {
     /// Every limit, in the order of the docs.
-    pub const ALL: [Limit; 8] = [
+    pub const ALL: [Limit; 9] = [
         Limit::Queue,
         Limit::KvCache,
         Limit::Compute,
         Limit::Shed,
         Limit::RateLimited,
         Limit::Errors,
+        Limit::ErrorsAtEveryLoad,
         Limit::Latency,
         Limit::NotReached,
     ];
@@ -297,6 +305,7 @@ impl Limit {
             Limit::Shed => "shed",
             Limit::RateLimited => "rate_limited",
             Limit::Errors => "errors",
+            Limit::ErrorsAtEveryLoad => "errors_at_every_load",
             Limit::Latency => "latency",
             Limit::NotReached => "not_reached",
         }
@@ -435,6 +444,24 @@ pub struct LevelSummary {
 }
 
 impl LevelSummary {
+    /// Whether the knee counts the level as undecided: over a limit without
+    /// evidence, never decided before on this server. Such a level (when it
+    /// kept its concurrency) neither raises nor lowers the knee.
+    pub fn undecided(&self) -> bool {
+        self.kept_concurrency
+            && self
+                .verdict
+                .as_ref()
+                .is_some_and(|v| v.counted_as == Decision::Undecided)
+    }
+
+    /// Whether the level ends the run of levels the knee rests on: over the
+    /// SLO (decided, or counted as it was last decided), or short of its
+    /// concurrency.
+    pub fn stops_knee(&self) -> bool {
+        !self.kept_concurrency || (!self.within_slo && !self.undecided())
+    }
+
     /// Requests of the level that ended with `outcome`.
     pub fn count(&self, outcome: Outcome) -> u64 {
         count(&self.outcomes, outcome)
@@ -506,6 +533,11 @@ pub struct Capacity {
     /// searched, in this sweep or a recent one).
     #[serde(default)]
     pub sustained: Option<Sustained>,
+    /// True when a level the knee depends on (below the first level that
+    /// broke) was undecided with no earlier verdict to count: the knee
+    /// skipped it, and could be lower than it says.
+    #[serde(default)]
+    pub knee_undecided: bool,
 }
 
 /// Which request field carried the output limit, and how it was chosen.

@@ -119,10 +119,8 @@ pub fn decide(window: &[Counts], current: &Counts, slo: &Slo, confidence: f64) -
         pooled_sweeps: d.pooled_sweeps,
         change_seen: d.change_seen,
         confidence,
-        counted_as: match d.decision {
-            Decision::Undecided => Decision::Break,
-            decided => decided,
-        },
+        // The caller may count an undecided level as it was last decided.
+        counted_as: d.decision,
         lower_bounds: LowerBounds {
             shed_ratio: binomial::lower_bound(e.shed, e.ended, alpha),
             error_ratio: binomial::lower_bound(e.failed, e.ended, alpha),

@@ -42,8 +42,8 @@ use timing::unix_now;
 pub use timing::SETTLE_AFTER_EARLY_STOP;
 
 /// What a target's loop knows from its earlier sweeps (nothing for a
-/// one-shot sweep, or the first of a loop: a reload that changes the target
-/// starts a new loop, and forgets).
+/// one-shot sweep without `--state`, or the first sweep of a target with no
+/// saved state).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Prior<'a> {
     /// Where each workload starts, by name, for a warm sweep; None: a full one.
@@ -110,6 +110,13 @@ pub async fn run_after(
         found = signals::locate(client, target, base_url) => found,
         _ = cancel.cancelled() => Default::default(),
     };
+    // A warm start rests on the knee of the server the loop last swept:
+    // another one (a restart may meet an upgraded server) climbs in full.
+    let warm = warm.filter(|_| {
+        prior
+            .latest
+            .map_or(true, |l| evidence::same_server(&l.setup, &setup))
+    });
     if setup.model_listed == Some(false) {
         tracing::warn!(
             target_name = %target.name,
@@ -443,7 +450,7 @@ async fn run_workload(
             level::mark_stopped_early(&mut summary, breach, planned);
         }
         settle = summary.stopped_early.is_some();
-        ladder.record(concurrency, summary.within_slo && summary.kept_concurrency);
+        ladder.record(concurrency, !summary.stops_knee());
         env.observer.level_finished(&target, &workload, &summary);
         levels.push(summary);
     }
@@ -452,7 +459,7 @@ async fn run_workload(
     // keep its concurrency, else what kept a level from being measured.
     let stopped_because = levels
         .iter()
-        .find(|l| !l.within_slo || !l.kept_concurrency)
+        .find(|l| l.stops_knee())
         .map(|l| {
             if !l.within_slo {
                 slo_breach(l, &target)
@@ -507,7 +514,15 @@ async fn run_workload(
         target.headroom,
         stopped_because,
     );
-    capacity.limit = Some(limit::of(&levels, capacity.knee_concurrency, &target.slo));
+    let window = |c| pool(c).window;
+    limit::settle(
+        &mut capacity,
+        &levels,
+        &carried_levels,
+        &window,
+        &target.slo,
+        target.verdict_confidence,
+    );
     let last = earlier.and_then(|e| e.workload.capacity.sustained.as_ref());
     capacity.sustained = match sustained::plan(&target.sustained, last, capacity.knee_concurrency) {
         sustained::Plan::None => None,
@@ -555,7 +570,8 @@ struct Judged {
 /// planned count `n`, then, while the verdict (pooled with what earlier
 /// sweeps saw, `prior`) is undecided, `n` more, up to the target's
 /// `verdict_ceiling` times `n`. Still undecided, the level counts as it was
-/// last decided on this server, or as a break when it never was.
+/// last decided on this server, or, when it never was, as undecided: it
+/// neither raises nor lowers the knee, which says so.
 async fn judge_level(
     run: &closed_loop::Run,
     target: &Target,
@@ -598,7 +614,8 @@ async fn judge_level(
             });
         }
         if verdict.decision == Decision::Undecided && !verdict.change_seen {
-            verdict.counted_as = prior.last_decided.unwrap_or(Decision::Break);
+            // Never decided here: neither a pass nor a break (stats::knee).
+            verdict.counted_as = prior.last_decided.unwrap_or(Decision::Undecided);
         }
         let more = verdict.decision == Decision::Undecided
             && planned < ceiling
@@ -670,8 +687,14 @@ fn evidence_text(v: &Verdict) -> String {
     match v.decision {
         Decision::Undecided => format!(
             "undecided: {by} over its limit but not at {confidence}% confidence after {} requests{pooled} \
-             (verdict_ceiling reached; counted as a break: never decided here, or the server changed)",
-            v.requests
+             (verdict_ceiling reached; counted as {}: {})",
+            v.requests,
+            v.counted_as.as_str(),
+            if v.counted_as == Decision::Undecided {
+                "never decided here, it neither raises nor lowers the knee"
+            } else {
+                "as last decided on this server"
+            }
         ),
         _ => format!("{by} decided at {confidence}% confidence on {} requests{pooled}", v.requests),
     }
