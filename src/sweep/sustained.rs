@@ -312,7 +312,10 @@ mod tests {
         }
         let mut failed = last(0);
         failed.status = SustainedStatus::NotMeasured;
-        assert!(matches!(plan(&every4, Some(&failed), 8), Plan::Search(Some(_))));
+        assert!(matches!(
+            plan(&every4, Some(&failed), 8),
+            Plan::Search(Some(_))
+        ));
         let off = SustainedSearch { every: 0, ..every4 };
         assert!(matches!(plan(&off, None, 8), Plan::None));
         assert!(matches!(plan(&every4, Some(&last(0)), 0), Plan::None));
