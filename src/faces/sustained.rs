@@ -66,6 +66,7 @@ pub fn step_rows(s: &Sustained) -> Vec<[String; 10]> {
                 format!("{:.0}/{}", st.in_flight_p99, st.in_flight_max),
                 match &st.note {
                     Some(n) => format!("{} ({n})", st.result.as_str()),
+                    None if st.confirmation => format!("{} (confirmation)", st.result.as_str()),
                     None if st.not_sent_client_ceiling > 0 => format!(
                         "{} ({} not sent)",
                         st.result.as_str(),

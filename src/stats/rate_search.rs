@@ -49,6 +49,8 @@ pub struct Search {
     resolution: f64,
     min: f64,
     max: f64,
+    /// Rates that passed (and were not refuted since).
+    passes: Vec<f64>,
     /// Highest rate that passed.
     lo: Option<f64>,
     /// Lowest rate that broke.
@@ -80,6 +82,7 @@ impl Search {
             resolution,
             min,
             max,
+            passes: Vec::new(),
             lo: None,
             hi: None,
             next: Some(start.clamp(min, max)),
@@ -96,10 +99,24 @@ impl Search {
     /// step). Every rate is tried once.
     pub fn record(&mut self, rate: f64, held: bool) {
         if held {
+            self.passes.push(rate);
             self.lo = Some(self.lo.map_or(rate, |l| l.max(rate)));
         } else {
             self.hi = Some(self.hi.map_or(rate, |h| h.min(rate)));
         }
+        self.plan_next();
+    }
+
+    /// A longer step at `rate` (which had passed) did not hold: it and every
+    /// pass at or above it count as breaks, and the search goes on below.
+    pub fn refute(&mut self, rate: f64) {
+        self.passes.retain(|p| *p < rate);
+        self.lo = self.passes.iter().copied().reduce(f64::max);
+        self.hi = Some(self.hi.map_or(rate, |h| h.min(rate)));
+        self.plan_next();
+    }
+
+    fn plan_next(&mut self) {
         let up = if self.warm {
             1.0 + self.resolution
         } else {
@@ -162,6 +179,22 @@ mod tests {
             panic!("{found:?}")
         };
         assert!(r <= 3.0 && r > 3.0 / 1.1, "{r}");
+    }
+
+    #[test]
+    fn a_refuted_pass_sends_the_search_below_it() {
+        let mut s = Search::new(5.0, 10.0, 20.0, 0.1, false);
+        s.record(5.0, true);
+        s.record(7.0, true);
+        s.record(9.8, false);
+        s.record(8.28, false);
+        s.record(7.61, false);
+        assert_eq!(s.found(), Some(Found::Rate(7.0)));
+        // A longer step at 7 broke: 5 is the highest pass left.
+        s.refute(7.0);
+        assert_eq!(s.highest_pass(), Some(5.0));
+        let next = s.next().unwrap();
+        assert!(next > 5.0 && next < 7.0, "{next}");
     }
 
     #[test]

@@ -895,6 +895,10 @@ pub struct RateStep {
     pub stopped_early: bool,
     /// The verdict on the counted requests (scheduled latency as latency).
     pub verdict: Verdict,
+    /// Whether the step was the longer one that confirms the rate the
+    /// search found (its verdict decides whether the rate stands).
+    #[serde(default)]
+    pub confirmation: bool,
     /// How the step ended.
     pub result: StepResult,
     /// Why a step was not measured.

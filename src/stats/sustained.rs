@@ -191,6 +191,7 @@ pub fn judge_step(plan: StepPlan, m: &StepMeasure, slo: &Slo, confidence: f64) -
         duration_seconds: m.last_end.max(0.0),
         stopped_early: m.stopped_early,
         verdict: v,
+        confirmation: false,
         result,
         note,
     }

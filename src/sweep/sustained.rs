@@ -16,9 +16,14 @@ use crate::sweep::closed_loop::Run;
 use crate::sweep::open_loop::{self, Step};
 use crate::sweep::timing::{unix_now, SETTLE_AFTER_EARLY_STOP};
 
-/// Counted requests a step sends at least: with fewer, one shed request
-/// is several percent of the step.
-pub const MIN_STEP_REQUESTS: u64 = 40;
+/// Counted requests a step sends at least while the search brackets the
+/// rate: enough to steer it; the rate it finds is then confirmed by a step
+/// [`CONFIRM_FACTOR`] times as long.
+pub const MIN_STEP_REQUESTS: u64 = 30;
+/// How many times a normal step's requests the confirmation sends: a
+/// 30-request step at a rate that sheds 8% passes one time in three; the
+/// confirmation's 90 or more pass it about one time in twelve.
+pub const CONFIRM_FACTOR: u64 = 3;
 /// A step lasts at least this many times the knee's p95 latency, so that
 /// queues have time to form and drain many times over.
 pub const STEP_LATENCIES: f64 = 8.0;
@@ -147,14 +152,42 @@ pub(crate) async fn search(
     let mut search = Search::new(start, closed, max, settings.resolution, warm.is_some());
     let mut stopped = None;
     let mut settle = false;
-    while let Some(rate) = search.next() {
-        let counted = MIN_STEP_REQUESTS.max((rate * STEP_LATENCIES * hold).ceil() as u64);
+    // The rate whose confirmation passed, or why the found one was not confirmed.
+    let mut confirmed = None;
+    let mut unconfirmed = None;
+    loop {
+        // Bracket and bisect; then confirm the rate found with a longer
+        // step, and search on below it when that does not hold.
+        let (rate, confirming) = match (search.next(), search.found()) {
+            (Some(r), _) => (r, false),
+            (None, Some(Found::Rate(r) | Found::AtLeast(r))) if confirmed != Some(r) => (r, true),
+            _ => break,
+        };
+        let base = MIN_STEP_REQUESTS.max((rate * STEP_LATENCIES * hold).ceil() as u64);
+        let counted = if confirming {
+            base * CONFIRM_FACTOR
+        } else {
+            base
+        };
         let uncounted = (rate * hold).ceil().max(1.0) as u64;
         let total = counted + uncounted;
         let expected = Duration::from_secs_f64(total as f64 / rate + hold);
+        if out.requests + total > budget && confirming {
+            unconfirmed = Some(format!(
+                "not confirmed: a {total}-request confirmation would exceed the budget of {budget}"
+            ));
+            break;
+        }
         if out.requests + total > budget {
             stopped = Some(format!(
                 "its budget of {budget} requests would be exceeded by the next step ({total} at {rate:.2} req/s)"
+            ));
+            break;
+        }
+        if began.elapsed() + expected > settings.max_duration && confirming {
+            unconfirmed = Some(format!(
+                "not confirmed: a {:.0}s confirmation would overrun sustained.max_duration",
+                expected.as_secs_f64()
             ));
             break;
         }
@@ -203,14 +236,17 @@ pub(crate) async fn search(
             scheduled: total,
             uncounted,
         };
-        let step = judge_step(plan, &measured, &target.slo, target.verdict_confidence);
+        let mut step = judge_step(plan, &measured, &target.slo, target.verdict_confidence);
+        step.confirmation = confirming;
         out.requests += step.sent + uncounted.min(step.scheduled);
         settle = step.stopped_early;
         let result = step.result;
         let note = step.note.clone();
         out.steps.push(step);
         match result {
+            StepResult::Pass if confirming => confirmed = Some(rate),
             StepResult::Pass => search.record(rate, true),
+            StepResult::Break | StepResult::Undecided if confirming => search.refute(rate),
             StepResult::Break | StepResult::Undecided => search.record(rate, false),
             StepResult::NotMeasured => {
                 stopped = Some(format!(
@@ -224,6 +260,9 @@ pub(crate) async fn search(
     drop(places);
     out.measured_at_unix_seconds = unix_now();
     conclude(&mut out, &search, stopped);
+    if let (Some(why), Some(_)) = (unconfirmed, out.requests_per_second) {
+        out.why = format!("{} ({why})", out.why);
+    }
     Some(out)
 }
 

@@ -35,6 +35,7 @@ pub fn sustained() -> Sustained {
         duration_seconds: 28.0,
         stopped_early: result == StepResult::Break,
         verdict: Verdict::default(),
+        confirmation: false,
         result,
         note: None,
     };
