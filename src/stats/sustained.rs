@@ -13,9 +13,9 @@ pub use crate::stats::report::{RateStep, StepResult, Sustained, SustainedStatus}
 use crate::stats::sample::{Outcome, Sample};
 use crate::stats::verdict;
 
-/// Confidence at which a step's pass must hold: a step passes only when
-/// each share's upper bound at this confidence is within its limit (about
-/// its median-unbiased estimate), not merely its observed value. The rate a
+/// Confidence at which a confirmation's pass must hold: it passes only
+/// when each share's upper bound at this confidence is within its limit
+/// (about its median-unbiased estimate), not merely its observed value. The rate a
 /// search reports is one a fleet is sized on: a 40-request step at the
 /// server's saturation rate passes on its observed shed ratio often enough
 /// to overstate the rate by a quarter, and this rule stops most of those.
@@ -94,6 +94,10 @@ pub struct StepPlan {
     pub scheduled: u64,
     /// First arrivals not counted.
     pub uncounted: u64,
+    /// Whether this is the longer step that confirms a rate: judged by the
+    /// strict pass rule ([`PASS_CONFIDENCE`]); the shorter steps that steer
+    /// the search pass on their observed shares, as levels do.
+    pub confirming: bool,
 }
 
 /// Judges one step: the same verdict as a closed-loop level (shed and error
@@ -109,7 +113,7 @@ pub fn judge_step(plan: StepPlan, m: &StepMeasure, slo: &Slo, confidence: f64) -
     if m.stopped_early {
         v.decision = Decision::Break;
     }
-    if v.decision == Decision::Pass && !clearly_within(&counts, slo) {
+    if plan.confirming && v.decision == Decision::Pass && !clearly_within(&counts, slo) {
         v.decision = Decision::Undecided;
     }
     v.counted_as = v.decision;
@@ -191,7 +195,7 @@ pub fn judge_step(plan: StepPlan, m: &StepMeasure, slo: &Slo, confidence: f64) -
         duration_seconds: m.last_end.max(0.0),
         stopped_early: m.stopped_early,
         verdict: v,
-        confirmation: false,
+        confirmation: plan.confirming,
         result,
         note,
     }
@@ -225,6 +229,7 @@ mod tests {
             seed: 1,
             scheduled: 42,
             uncounted: 2,
+            confirming: false,
         }
     }
 
@@ -291,15 +296,22 @@ mod tests {
         let s = judge_step(plan(), &m, &slo(), 0.95);
         assert_eq!(s.result, StepResult::Break);
         assert!((s.shed_ratio - 0.2).abs() < 1e-12);
-        // 2 of 40 (5%) is within 5% observed, but not clearly.
+        // 2 of 40 (5%) is within 5% observed: a step that steers the
+        // search passes; a confirmation does not (not clearly within).
         let mut m = measure(0.0, 100);
         for a in m.arrivals.iter_mut().take(2) {
             a.sample = Sample::failed(Outcome::Shed, Some(503), "shed");
         }
         assert_eq!(
             judge_step(plan(), &m, &slo(), 0.95).result,
-            StepResult::Undecided
+            StepResult::Pass
         );
+        let confirming = StepPlan {
+            confirming: true,
+            ..plan()
+        };
+        let c = judge_step(confirming, &m, &slo(), 0.95);
+        assert_eq!((c.result, c.confirmation), (StepResult::Undecided, true));
         let mut m = measure(0.0, 100);
         m.arrivals[0].sample = Sample::failed(Outcome::Shed, Some(503), "shed");
         assert_eq!(

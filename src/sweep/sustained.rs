@@ -158,43 +158,54 @@ pub(crate) async fn search(
     loop {
         // Bracket and bisect; then confirm the rate found with a longer
         // step, and search on below it when that does not hold.
+        // Each exploring step leaves room in the budget for the
+        // confirmation; when it cannot, the highest pass so far is confirmed.
+        let size = |rate: f64, confirming: bool| {
+            let base = MIN_STEP_REQUESTS.max((rate * STEP_LATENCIES * hold).ceil() as u64);
+            let counted = if confirming {
+                base * CONFIRM_FACTOR
+            } else {
+                base
+            };
+            (counted, (rate * hold).ceil().max(1.0) as u64)
+        };
+        let cost = |rate: f64, confirming: bool| {
+            let (n, u) = size(rate, confirming);
+            (n + u, Duration::from_secs_f64((n + u) as f64 / rate + hold))
+        };
+        let fits = |requests: u64, time: Duration, out: &Sustained| {
+            out.requests + requests <= budget && began.elapsed() + time <= settings.max_duration
+        };
+        let explore = |rate: f64, out: &Sustained| {
+            let (n, t) = cost(rate, false);
+            let (c, ct) = cost(rate, true);
+            fits(n + c, t + ct, out)
+        };
         let (rate, confirming) = match (search.next(), search.found()) {
-            (Some(r), _) => (r, false),
+            (Some(r), _) if stopped.is_none() && explore(r, &out) => (r, false),
+            (Some(r), _) => {
+                stopped.get_or_insert_with(|| {
+                    format!(
+                        "the next step (at {r:.2} req/s) and a confirmation would exceed its budget \
+                         ({budget} requests, sustained.max_duration {})",
+                        humantime::format_duration(settings.max_duration)
+                    )
+                });
+                match search.highest_pass() {
+                    Some(p) if confirmed != Some(p) => (p, true),
+                    _ => break,
+                }
+            }
             (None, Some(Found::Rate(r) | Found::AtLeast(r))) if confirmed != Some(r) => (r, true),
             _ => break,
         };
-        let base = MIN_STEP_REQUESTS.max((rate * STEP_LATENCIES * hold).ceil() as u64);
-        let counted = if confirming {
-            base * CONFIRM_FACTOR
-        } else {
-            base
-        };
-        let uncounted = (rate * hold).ceil().max(1.0) as u64;
+        let (counted, uncounted) = size(rate, confirming);
         let total = counted + uncounted;
-        let expected = Duration::from_secs_f64(total as f64 / rate + hold);
-        if out.requests + total > budget && confirming {
+        let (_, time) = cost(rate, confirming);
+        if confirming && !fits(total, time, &out) {
             unconfirmed = Some(format!(
-                "not confirmed: a {total}-request confirmation would exceed the budget of {budget}"
-            ));
-            break;
-        }
-        if out.requests + total > budget {
-            stopped = Some(format!(
-                "its budget of {budget} requests would be exceeded by the next step ({total} at {rate:.2} req/s)"
-            ));
-            break;
-        }
-        if began.elapsed() + expected > settings.max_duration && confirming {
-            unconfirmed = Some(format!(
-                "not confirmed: a {:.0}s confirmation would overrun sustained.max_duration",
-                expected.as_secs_f64()
-            ));
-            break;
-        }
-        if began.elapsed() + expected > settings.max_duration {
-            stopped = Some(format!(
-                "the next step ({:.0}s at {rate:.2} req/s) would overrun sustained.max_duration ({})",
-                expected.as_secs_f64(),
+                "not confirmed: a {total}-request confirmation would exceed the budget \
+                 ({budget} requests, sustained.max_duration {})",
                 humantime::format_duration(settings.max_duration)
             ));
             break;
@@ -235,9 +246,9 @@ pub(crate) async fn search(
             seed,
             scheduled: total,
             uncounted,
+            confirming,
         };
-        let mut step = judge_step(plan, &measured, &target.slo, target.verdict_confidence);
-        step.confirmation = confirming;
+        let step = judge_step(plan, &measured, &target.slo, target.verdict_confidence);
         out.requests += step.sent + uncounted.min(step.scheduled);
         settle = step.stopped_early;
         let result = step.result;

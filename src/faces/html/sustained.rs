@@ -105,7 +105,7 @@ fn scatter(
     let px = |x: f64| PAD + x / x_hi * (W - PAD - 10.0);
     let py = |y: f64| H - PAD + 10.0 - y / y_hi * (H - PAD - 10.0);
     let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {W} {H}\" role=\"img\" aria-label=\"{t}\">\
+        "<svg class=\"sustained-chart\" viewBox=\"0 0 {W} {H}\" role=\"img\" aria-label=\"{t}\">\
          <text x=\"{x}\" y=\"14\" text-anchor=\"middle\" font-size=\"12\">{t}</text>",
         t = escape(title),
         x = W / 2.0
