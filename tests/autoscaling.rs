@@ -289,7 +289,7 @@ fn llmprobe_config() -> String {
         more_defaults: "  headroom: 0.9",
         // The sustained rate once per loop (the rate recipe's rule reads
         // it); a generous dispatch-lag bound on two loaded cores.
-        sustained: "{ every: 1000, max_dispatch_lag: 250ms }",
+        sustained: "{ every: 1000, max_duration: 20s, max_dispatch_lag: 250ms }",
         rest: &format!(
             r#"
 targets:
