@@ -31,14 +31,7 @@ const UNPINNED_FAMILIES: [&str; 2] = [
     "llmprobe_config_last_reload_success_timestamp_seconds",
 ];
 
-fn pct(count: usize, p50: f64, p95: f64, p99: f64) -> Percentiles {
-    Percentiles {
-        count,
-        p50: Some(p50),
-        p95: Some(p95),
-        p99: Some(p99),
-    }
-}
+use support::reports::pct;
 
 /// A level with `ok` successes and the given failures; latencies grow with
 /// concurrency.

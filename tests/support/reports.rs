@@ -4,7 +4,8 @@
 use llmprobe::stats::report::{Percentiles, Verdict};
 use llmprobe::stats::sustained::{RateStep, StepResult, Sustained, SustainedStatus};
 
-fn pct(count: usize, p50: f64, p95: f64, p99: f64) -> Percentiles {
+/// Percentiles of `count` samples.
+pub fn pct(count: usize, p50: f64, p95: f64, p99: f64) -> Percentiles {
     Percentiles {
         count,
         p50: Some(p50),
