@@ -428,3 +428,41 @@ async fn after_a_stalled_probe_the_missed_ones_are_skipped_not_sent_in_a_burst()
         .count();
     assert_eq!(burst, 0, "three probes within 5 ms after the stall");
 }
+
+#[test]
+fn check_config_states_the_probes_cost_and_warns_when_a_reasoning_model_budget_is_small() {
+    let check = |probe: &str, simulator: &str| {
+        let rest = format!("targets:\n  - name: t\n    simulator: {simulator}\n    model: m\n");
+        let path = write_config(
+            &Yaml {
+                probe,
+                rest: &rest,
+                ..Yaml::default()
+            }
+            .render(),
+        );
+        let out = support::binary::llmprobe()
+            .args(["check-config", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let thinking = "{ profile: stub, reasoning_tokens: 64 }";
+    let text = check("{ interval: 30s }", thinking);
+    assert!(
+        text.contains("one every 30s on average (Poisson), workload chat, at most 16 output tokens each (about 2880 probes, 46080 output tokens a day)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("warning: m reasons before it answers"),
+        "{text}"
+    );
+    let text = check("{ interval: 30s, max_completion_tokens: 2048 }", thinking);
+    assert!(!text.contains("warning"), "{text}");
+    let text = check("{ interval: 30s }", "{ profile: stub }");
+    assert!(!text.contains("warning"), "{text}");
+    let text = check("{ interval: 0s }", "{ profile: stub }");
+    assert!(text.contains("probes between sweeps: off"), "{text}");
+}
