@@ -101,6 +101,10 @@ const SILENT_ALERTS: &[(&str, &str)] = &[
         "a single instance: each target is measured by exactly one",
     ),
     (
+        "LlmprobeClientBottleneck",
+        "the client keeps up with the simulators (a stalled level is run again, then passes)",
+    ),
+    (
         "LlmprobeProbeFailing",
         "the simulators serve every probe (none is sent while its own target is swept)",
     ),

@@ -45,6 +45,11 @@ fn level(concurrency: u32, prompt_scale: f64) -> LevelSummary {
     outcomes.insert(Outcome::Timeout.as_str(), timeout);
     let n = ok as usize;
     LevelSummary {
+        client_lag: Some(llmprobe::stats::client::ClientLag {
+            p99_seconds: 0.002,
+            max_seconds: 0.004,
+            ticks: 200,
+        }),
         // The engine's figures: four run, the rest wait.
         server: Some(ServerSignals {
             readings: 10,
@@ -130,6 +135,7 @@ fn report(target: &str, model: &str, success: bool) -> SweepReport {
                 stopped_because: Some("level 8: shed ratio 0.17 > 0.05".to_string()),
                 knee_is_lower_bound: false,
                 levels_not_measured: Vec::new(),
+                not_measured_client: None,
                 knee_carried_over: false,
                 knee_measured_at_unix_seconds: None,
                 sustained: Some(support::reports::sustained()),

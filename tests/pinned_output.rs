@@ -61,6 +61,11 @@ fn level(concurrency: u32, ok: u64, failures: &[(Outcome, u64, &str)]) -> LevelS
         p99: some(base * 2.5),
     };
     LevelSummary {
+        client_lag: Some(llmprobe::stats::client::ClientLag {
+            p99_seconds: 0.002,
+            max_seconds: 0.004,
+            ticks: 200,
+        }),
         // The server's own figures: level 8 queued with its KV cache
         // nearly full; level 1 read nothing.
         server: Some(if concurrency == 1 {
@@ -244,6 +249,7 @@ fn good_report() -> SweepReport {
                     stopped_because: Some("concurrency 8: shed ratio 0.250 over 0.05".to_string()),
                     knee_is_lower_bound: false,
                     levels_not_measured: Vec::new(),
+                    not_measured_client: None,
                     knee_carried_over: false,
                     knee_measured_at_unix_seconds: None,
                     sustained: Some(support::reports::sustained()),
@@ -285,6 +291,7 @@ fn good_report() -> SweepReport {
                     ),
                     knee_is_lower_bound: false,
                     levels_not_measured: Vec::new(),
+                    not_measured_client: None,
                     knee_carried_over: false,
                     knee_measured_at_unix_seconds: None,
                     sustained: None,
@@ -341,6 +348,7 @@ fn failed_report() -> SweepReport {
                 stopped_because: Some("concurrency 1: no request succeeded".to_string()),
                 knee_is_lower_bound: false,
                 levels_not_measured: Vec::new(),
+                not_measured_client: None,
                 knee_carried_over: false,
                 knee_measured_at_unix_seconds: None,
                 sustained: None,

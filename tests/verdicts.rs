@@ -131,10 +131,14 @@ async fn two_percent_failures_keep_the_knee_over_thirty_daemon_sweeps() {
     let (target, at) = engine(&daemon_config(8, 0.02, 11)).await;
     let mut l = Loop::new(&target);
     let mut knees = Vec::new();
+    let mut why = Vec::new();
     let mut pooled = 0;
     for _ in 0..30 {
         let r = l.sweep(&target, &at).await;
         knees.push(knee(&r));
+        if knee(&r) != 8 {
+            why.push(r.workloads[0].capacity.stopped_because.clone());
+        }
 
         pooled = pooled.max(
             r.workloads[0]
@@ -146,7 +150,7 @@ async fn two_percent_failures_keep_the_knee_over_thirty_daemon_sweeps() {
                 .unwrap_or(0),
         );
     }
-    assert!(knees.iter().all(|k| *k == 8), "knees {knees:?}");
+    assert!(knees.iter().all(|k| *k == 8), "knees {knees:?}: {why:?}");
     assert_eq!(pooled, 8, "the verdicts pool the last 8 sweeps");
 }
 

@@ -7,9 +7,11 @@
 //!
 //! [`Outcome::as_str`]: crate::stats::sample::Outcome::as_str
 
+mod client;
 mod probe;
 mod spec;
 
+pub use client::*;
 pub use probe::*;
 pub use spec::Spec;
 
@@ -306,7 +308,7 @@ pub const SWEEP_LEVEL_MEASURED: Spec = Spec {
 /// Levels a sweep could not measure for lack of places.
 pub const SWEEP_LEVELS_NOT_MEASURED: Spec = Spec {
     name: "llmprobe_sweep_levels_not_measured",
-    help: "Levels the latest completed sweep was to run but could not measure: their places in the global cap (schedule.max_in_flight_total) were not free within the wait, other targets held them.",
+    help: "Levels the latest completed sweep was to run but could not measure: their places in the global cap (schedule.max_in_flight_total) were not free within the wait, other targets held them; or the client could not keep up (llmprobe_sweep_levels_not_measured_client).",
     labels: WORKLOAD,
 };
 /// Whether the knee rests on levels an earlier sweep measured.
@@ -532,7 +534,7 @@ pub const GATEWAY_SAMPLES: Spec = Spec {
 };
 
 /// The result families other than the quantities' (see [`RESULT_FAMILIES`]).
-const OTHER_RESULT_FAMILIES: [&Spec; 51] = [
+const OTHER_RESULT_FAMILIES: [&Spec; 53] = [
     &SWEEP_SAMPLES,
     &SWEEP_REASONING_TOKENS,
     &SWEEP_NEW_CONNECTIONS,
@@ -544,6 +546,7 @@ const OTHER_RESULT_FAMILIES: [&Spec; 51] = [
     &SWEEP_REFINEMENT,
     &SWEEP_LEVEL_MEASURED,
     &SWEEP_LEVELS_NOT_MEASURED,
+    &SWEEP_LEVELS_NOT_MEASURED_CLIENT,
     &CAPACITY_KNEE_CARRIED_OVER,
     &CAPACITY_KNEE_MEASURED,
     &SWEEP_VERDICT,
@@ -554,6 +557,7 @@ const OTHER_RESULT_FAMILIES: [&Spec; 51] = [
     &SWEEP_SERVER_WAITING,
     &SWEEP_SERVER_KV_CACHE,
     &SWEEP_SERVER_PREEMPTIONS,
+    &SWEEP_CLIENT_LAG,
     &CAPACITY_KNEE,
     &CAPACITY_LIMIT,
     &CAPACITY_KNEE_DECIDED,
@@ -647,6 +651,8 @@ pub mod verdict_quantity {
 pub mod stat {
     /// The largest read.
     pub const MAX: &str = "max";
+    /// The 99th percentile.
+    pub const P99: &str = "p99";
     /// The mean of the reads.
     pub const MEAN: &str = "mean";
 }

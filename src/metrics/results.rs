@@ -332,6 +332,18 @@ fn write_level(out: &mut PieceWriter, workload: [&str; 3], level: &LevelSummary,
             out.add(&names::SWEEP_SERVER_PREEMPTIONS, &[t, m, w, c], p);
         }
     }
+    if let Some(lag) = &level.client_lag {
+        out.add(
+            &names::SWEEP_CLIENT_LAG,
+            &[t, m, w, c, stat::P99],
+            lag.p99_seconds,
+        );
+        out.add(
+            &names::SWEEP_CLIENT_LAG,
+            &[t, m, w, c, stat::MAX],
+            lag.max_seconds,
+        );
+    }
     out.add(
         &names::SWEEP_REFINEMENT,
         &[t, m, w, c],
@@ -375,6 +387,12 @@ fn write_results(out: &mut PieceWriter, report: &SweepReport) {
             &names::SWEEP_LEVELS_NOT_MEASURED,
             &[t, m, w],
             cap.levels_not_measured.len() as f64,
+        );
+        let by_client = cap.not_measured_client.as_ref();
+        out.add(
+            &names::SWEEP_LEVELS_NOT_MEASURED_CLIENT,
+            &[t, m, w],
+            by_client.map_or(0.0, |_| cap.levels_not_measured.len() as f64),
         );
         out.add(
             &names::CAPACITY_KNEE_CARRIED_OVER,

@@ -96,6 +96,7 @@ fn level(concurrency: u32) -> LevelSummary {
     outcomes.insert("shed", 2);
     LevelSummary {
         server: None,
+        client_lag: None,
         concurrency,
         role: Default::default(),
         requests: 12,
@@ -683,7 +684,12 @@ fn every_exported_family_is_named_in_names_rs() {
     let _in_flight = m.request_in_flight();
     let text = m.encode();
 
-    let names = include_str!("names.rs");
+    let names = [
+        include_str!("names.rs"),
+        include_str!("names/client.rs"),
+        include_str!("names/probe.rs"),
+    ]
+    .concat();
     let families: Vec<&str> = text
         .lines()
         .filter_map(|l| l.strip_prefix("# TYPE "))
@@ -1119,8 +1125,9 @@ fn result_series_per_target_workload_and_level_are_counted() {
     let per_level = 6 * (3 + 1) + 1 + 4 + 2 + 4 + Outcome::ALL.len();
     // Per workload: knee, whether it was decided, lower bound, throughput,
     // request rate and its sample count, recommendation, saturation, levels
-    // not measured, knee carried over, when the knee was measured.
-    let per_workload = 11;
+    // not measured (and of them the client's), knee carried over, when the
+    // knee was measured.
+    let per_workload = 12;
     // Per target: success, duration, last completion.
     let per_target = 3;
     let levels = 2 + 3 + 1;

@@ -64,6 +64,7 @@ pub fn capacity(
         knee_is_lower_bound: levels.iter().all(|l| l.within_slo || l.undecided()),
         knee_undecided,
         levels_not_measured: Vec::new(),
+        not_measured_client: None,
         knee_carried_over: false,
         knee_measured_at_unix_seconds: knee_level.map(|l| l.measured_at_unix_seconds),
     }
@@ -78,6 +79,7 @@ mod tests {
     fn level(concurrency: u32, throughput: f64, within_slo: bool) -> LevelSummary {
         LevelSummary {
             server: None,
+            client_lag: None,
             concurrency,
             role: Default::default(),
             requests: 8,

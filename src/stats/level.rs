@@ -211,6 +211,7 @@ pub fn summarize_level(
 
     LevelSummary {
         server: None,
+        client_lag: None,
         concurrency,
         role: LevelRole::Configured,
         requests,

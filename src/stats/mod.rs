@@ -5,9 +5,11 @@
 pub mod arrivals;
 pub mod binomial;
 pub mod carry;
+pub mod client;
 pub mod erlang;
 pub mod evidence;
 pub mod knee;
+pub mod lag;
 pub mod level;
 pub mod limit;
 pub mod overhead;

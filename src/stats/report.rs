@@ -438,6 +438,10 @@ pub struct LevelSummary {
     /// What the server's own metrics said during the level (None: not read).
     #[serde(default)]
     pub server: Option<ServerSignals>,
+    /// How late llmprobe's own runtime woke while the level ran (None: not
+    /// watched, or in documents written before it).
+    #[serde(default)]
+    pub client_lag: Option<crate::stats::lag::ClientLag>,
     /// Whether the level counts toward the knee: its verdict passed (a
     /// break or an undecided level does not).
     pub within_slo: bool,
@@ -514,9 +518,16 @@ pub struct Capacity {
     #[serde(default)]
     pub knee_is_lower_bound: bool,
     /// Levels this sweep was to run but could not measure: their places in
-    /// the global cap were not free within the wait (other targets held them).
+    /// the global cap were not free within the wait (other targets held
+    /// them), or the client could not keep up (`not_measured_client`).
     #[serde(default)]
     pub levels_not_measured: Vec<u32>,
+    /// Set when the `levels_not_measured` are so because the client could
+    /// not keep up (`stats::client`): the first of them broke on the
+    /// client's account, again on each retry; else they waited in vain for
+    /// places in the global cap.
+    #[serde(default)]
+    pub not_measured_client: Option<String>,
     /// Whether the knee and recommendation rest on levels measured by an
     /// earlier sweep in place of the `levels_not_measured` (see
     /// `WorkloadReport::carried_levels`).

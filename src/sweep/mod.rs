@@ -5,10 +5,12 @@
 //! one is beyond it. The gateway pairs'
 //! interleaved executor ([`interleaved`]) sends through the same [`Requests`].
 
+mod client_lag;
 mod closed_loop;
 mod env;
 pub mod interleaved;
 pub mod ladder;
+mod level_run;
 mod open_loop;
 pub mod output_limit;
 pub mod probe_stream;
@@ -27,14 +29,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Target;
 use crate::stats::carry;
+use crate::stats::client;
 use crate::stats::evidence::{self, Evidence};
 use crate::stats::level;
 use crate::stats::limit;
-use crate::stats::report::{
-    Basis, Counts, Decision, FoundIn, LevelSummary, SweepKind, SweepReport, Verdict, WorkloadReport,
-};
+use crate::stats::report::{FoundIn, LevelSummary, SweepKind, SweepReport, WorkloadReport};
 use crate::stats::sample::{Outcome, ReasoningFields};
-use crate::stats::verdict::{self, Breach, Tally};
 use crate::sweep::ladder::{Ladder, WarmStart};
 use closed_loop::Pass;
 pub use env::{NoObserver, Observer, SweepEnv};
@@ -355,17 +355,15 @@ async fn run_workload(
     let mut ladder = Ladder::new(&target.levels, target.refine_resolution, warm);
     let mut levels: Vec<LevelSummary> = Vec::new();
     let mut not_measured = None;
-    // Levels whose places other targets held: "not measured", not a break.
+    // Why the client could not measure a level, when it could not.
+    let mut client_limited = None;
+    // Levels whose places other targets held, or that the client could not
+    // keep up with: "not measured", not a break.
     let mut starved: Vec<u32> = Vec::new();
     let mut settle = false;
     while let Some((concurrency, role)) = ladder.next() {
         if settle {
-            // The server hears of the cancelled requests only when their
-            // connections close: the next level waits for it to let them go.
-            tokio::select! {
-                _ = tokio::time::sleep(SETTLE_AFTER_EARLY_STOP) => {}
-                _ = cancel.cancelled() => {}
-            }
+            settle_after(cancel).await;
         }
         if cancel.is_cancelled() {
             not_measured = Some(format!(
@@ -382,9 +380,42 @@ async fn run_workload(
             ));
             break;
         }
-        let places = match run.hold_places(concurrency, target.request_timeout).await {
-            Ok(p) => p,
-            Err(why) => {
+        let mut retries = 0;
+        let measured = loop {
+            let pooled = pool(concurrency);
+            let summary = match level_run::measure(&run, concurrency, role, server, &pooled).await {
+                Ok(summary) => summary,
+                Err(stop) => break Err(stop),
+            };
+            match client::limited(&summary, &target.slo) {
+                // A stall passes: the level runs again.
+                Some(why) if retries < client::CLIENT_RETRIES && !cancel.is_cancelled() => {
+                    retries += 1;
+                    tracing::info!(target_name = %target.name, concurrency, why = %why, "client-limited level: run again");
+                    if summary.stopped_early.is_some() {
+                        settle_after(cancel).await;
+                    }
+                }
+                Some(why) => break Ok(Err(why)),
+                None => break Ok(Ok(summary)),
+            }
+        };
+        let summary = match measured {
+            Ok(Ok(summary)) => summary,
+            Ok(Err(why)) => {
+                // Not the server's: the climb ends, neither a pass nor a break.
+                not_measured = Some(format!(
+                    "concurrency {concurrency} not measured (client): {why}"
+                ));
+                client_limited = Some(why);
+                starved.push(concurrency);
+                starved.extend(ladder.climb_left());
+                starved.retain(|c| *c <= env.in_flight_total);
+                starved.sort_unstable();
+                starved.dedup();
+                break;
+            }
+            Err(level_run::Stop::Places(why)) => {
                 not_measured = Some(format!("concurrency {concurrency} not measured: {why}"));
                 if !cancel.is_cancelled() {
                     // Higher levels need even more places: the climb ends
@@ -397,59 +428,15 @@ async fn run_workload(
                 }
                 break;
             }
+            Err(level_run::Stop::Unbounded(why, found_in)) => return Err((why, found_in)),
+            Err(level_run::Stop::Cancelled) => {
+                not_measured = Some(format!(
+                    "concurrency {concurrency} not completed: {}",
+                    ending.why()
+                ));
+                break;
+            }
         };
-        let n = target
-            .requests_per_level
-            .count(concurrency, target.min_requests_per_level);
-        // The pool holds `concurrency` open connections before anything is
-        // counted: a connection opened during the level would count its
-        // handshake as latency.
-        run.level(concurrency, u64::from(concurrency), Pass::Pool, None)
-            .await;
-        if let Some(why) = unbounded() {
-            return Err((why, FoundIn::Pool));
-        }
-        env.observer
-            .level_started(&target, &workload, concurrency, n);
-        let pooled = pool(concurrency);
-        let reading = server.map(signals::Watch::start);
-        let judged = judge_level(&run, &target, concurrency, n, &pooled).await;
-        drop(places);
-        let server_signals = match reading {
-            Some(r) => Some(r.finish().await),
-            None => None,
-        };
-        if let Some(why) = unbounded() {
-            return Err((why, FoundIn::Counted));
-        }
-        if cancel.is_cancelled() {
-            not_measured = Some(format!(
-                "concurrency {concurrency} not completed: {}",
-                ending.why()
-            ));
-            break;
-        }
-        let Judged {
-            measured,
-            first_spans,
-            planned,
-            verdict,
-        } = judged;
-        let mut summary =
-            level::summarize_level(concurrency, &measured.samples, measured.wall, &target.slo);
-        // Judged on the first pass: between passes the loop drains by design.
-        level::judge_concurrency(&mut summary, &first_spans);
-        summary.measured_at_unix_seconds = unix_now();
-        summary.role = role;
-        summary.planned_requests = planned;
-        summary.within_slo = verdict.counted_as == Decision::Pass;
-        summary.verdict = Some(verdict);
-        summary.server = server_signals;
-        if let Some(breach) = measured.stopped {
-            // Certain to break in full (stats::verdict): the partial level
-            // is judged as the full one would be.
-            level::mark_stopped_early(&mut summary, breach, planned);
-        }
         settle = summary.stopped_early.is_some();
         ladder.record(concurrency, !summary.stops_knee());
         env.observer.level_finished(&target, &workload, &summary);
@@ -463,7 +450,7 @@ async fn run_workload(
         .find(|l| l.stops_knee())
         .map(|l| {
             if !l.within_slo {
-                slo_breach(l, &target)
+                level_run::slo_breach(l, &target)
             } else {
                 format!(
                     "concurrency {}: only {:.1} requests were in flight on average \
@@ -515,6 +502,9 @@ async fn run_workload(
         target.headroom,
         stopped_because,
     );
+    if !capacity.levels_not_measured.is_empty() {
+        capacity.not_measured_client = client_limited;
+    }
     let window = |c| pool(c).window;
     limit::settle(
         &mut capacity,
@@ -548,155 +538,19 @@ async fn run_workload(
     })
 }
 
+/// The server hears of cancelled requests only when their connections
+/// close: the next level waits for it to let them go.
+async fn settle_after(cancel: &CancellationToken) {
+    tokio::select! {
+        _ = tokio::time::sleep(SETTLE_AFTER_EARLY_STOP) => {}
+        _ = cancel.cancelled() => {}
+    }
+}
+
 /// What the last good sweep of the loop measured for one workload.
 #[derive(Debug, Clone, Copy)]
 struct Earlier<'a> {
     workload: &'a WorkloadReport,
     /// When that sweep finished, Unix seconds.
     finished_at: f64,
-}
-
-/// What the passes over one level measured, and their verdict.
-struct Judged {
-    /// Every pass's samples, walls added; `stopped` from the last pass.
-    measured: closed_loop::Measured,
-    /// The spans of the first pass (the planned count).
-    first_spans: Vec<level::Span>,
-    /// Requests the passes were to send in all.
-    planned: u64,
-    verdict: Verdict,
-}
-
-/// Runs the counted passes over a level from places the caller holds: its
-/// planned count `n`, then, while the verdict (pooled with what earlier
-/// sweeps saw, `prior`) is undecided, `n` more, up to the target's
-/// `verdict_ceiling` times `n`. Still undecided, the level counts as it was
-/// last decided on this server, or, when it never was, as undecided: it
-/// neither raises nor lowers the knee, which says so.
-async fn judge_level(
-    run: &closed_loop::Run,
-    target: &Target,
-    concurrency: u32,
-    n: u64,
-    prior: &evidence::Prior,
-) -> Judged {
-    let window = &prior.window;
-    let ceiling = n.saturating_mul(u64::from(target.verdict_ceiling.max(1)));
-    let mut all = closed_loop::Measured {
-        samples: Vec::new(),
-        wall: Duration::ZERO,
-        spans: Vec::new(),
-        stopped: None,
-    };
-    let mut first_spans = None;
-    let mut before = Counts::default();
-    let mut planned = 0;
-    loop {
-        let step = n.min(ceiling - planned);
-        let tally = target
-            .early_stop
-            .then(|| Tally::new(step, &target.slo, target.verdict_confidence, before, window));
-        let pass = run.level(concurrency, step, Pass::Counted, tally).await;
-        planned += step;
-        before = before + Counts::of(&pass.samples, &target.slo);
-        all.wall += pass.wall;
-        all.stopped = pass.stopped;
-        first_spans.get_or_insert_with(|| pass.spans.clone());
-        all.spans.extend(pass.spans);
-        all.samples.extend(pass.samples);
-        let mut verdict = verdict::decide(window, &before, &target.slo, target.verdict_confidence);
-        if let Some(breach) = all.stopped {
-            verdict.decision = Decision::Break;
-            verdict.counted_as = Decision::Break;
-            verdict.decided_by = Some(match breach {
-                Breach::Shed => Basis::Shed,
-                Breach::Errors => Basis::Errors,
-                Breach::Latency => Basis::P95Latency,
-            });
-        }
-        if verdict.decision == Decision::Undecided && !verdict.change_seen {
-            // Never decided here: neither a pass nor a break (stats::knee).
-            verdict.counted_as = prior.last_decided.unwrap_or(Decision::Undecided);
-        }
-        let more = verdict.decision == Decision::Undecided
-            && planned < ceiling
-            && !run.cancel.is_cancelled()
-            // An answer over the output limit restarts the workload anyway.
-            && run.watch.as_ref().map_or(true, |w| w.unbounded().is_none());
-        if !more {
-            return Judged {
-                measured: all,
-                first_spans: first_spans.unwrap_or_default(),
-                planned,
-                verdict,
-            };
-        }
-    }
-}
-
-fn slo_breach(l: &LevelSummary, target: &Target) -> String {
-    let slo = &target.slo;
-    let mut why = Vec::new();
-    // A level stopped early cancelled requests that might have succeeded:
-    // only a level that ran in full can say that none did.
-    if l.stopped_early.is_none() && l.count(Outcome::Ok) == 0 {
-        why.push("no request succeeded".to_string());
-    }
-    match l.decision_latency_seconds.p95 {
-        Some(p) if p > slo.p95_latency.as_secs_f64() => why.push(format!(
-            "p95 latency {:.3}s over {} (failed requests included)",
-            p,
-            humantime::format_duration(slo.p95_latency)
-        )),
-        _ => {}
-    }
-    if l.shed_ratio > slo.max_shed_ratio {
-        why.push(format!(
-            "shed ratio {:.3} over {}",
-            l.shed_ratio, slo.max_shed_ratio
-        ));
-    }
-    if l.error_ratio > slo.max_error_ratio {
-        why.push(format!(
-            "error ratio {:.3} over {}",
-            l.error_ratio, slo.max_error_ratio
-        ));
-    }
-    if let Some(e) = &l.stopped_early {
-        why.push(format!(
-            "{} certain after {} of {} requests",
-            e.breach.as_str().replace('_', " "),
-            l.requests,
-            l.planned_requests
-        ));
-    }
-    if let Some(v) = &l.verdict {
-        why.push(evidence_text(v));
-    }
-    format!("concurrency {}: {}", l.concurrency, why.join(", "))
-}
-
-/// What a verdict that did not pass rests on, in words.
-fn evidence_text(v: &Verdict) -> String {
-    let by = v.decided_by.map_or("", |b| b.as_str()).replace('_', " ");
-    let pooled = match v.pooled_sweeps {
-        0 => String::new(),
-        1 => " (1 earlier sweep pooled)".to_string(),
-        n => format!(" ({n} earlier sweeps pooled)"),
-    };
-    let confidence = v.confidence * 100.0;
-    match v.decision {
-        Decision::Undecided => format!(
-            "undecided: {by} over its limit but not at {confidence}% confidence after {} requests{pooled} \
-             (verdict_ceiling reached; counted as {}: {})",
-            v.requests,
-            v.counted_as.as_str(),
-            if v.counted_as == Decision::Undecided {
-                "never decided here, it neither raises nor lowers the knee"
-            } else {
-                "as last decided on this server"
-            }
-        ),
-        _ => format!("{by} decided at {confidence}% confidence on {} requests{pooled}", v.requests),
-    }
 }

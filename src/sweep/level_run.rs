@@ -1,0 +1,244 @@
+//! One level of a closed-loop climb: its places held in the global cap,
+//! its connections opened, its counted passes until the verdict is decided
+//! (pooled with what earlier sweeps saw), with the server's readings and
+//! the client's own lag watched beside it; then the level summarised. The
+//! climb ([`super::run_workload`]) decides what the summary means for the
+//! knee, the client's limits included (`stats::client`).
+
+use std::time::Duration;
+
+use crate::config::Target;
+use crate::stats::evidence;
+use crate::stats::level;
+use crate::stats::report::{Basis, Counts, Decision, FoundIn, LevelRole, LevelSummary, Verdict};
+use crate::stats::sample::Outcome;
+use crate::stats::verdict::{self, Breach, Tally};
+use crate::sweep::client_lag::LagWatch;
+use crate::sweep::closed_loop::{self, Pass};
+use crate::sweep::signals;
+use crate::sweep::timing::unix_now;
+
+/// Why a level was not measured.
+pub(super) enum Stop {
+    /// The sweep ended (its time limit, shutdown or reload) during it.
+    Cancelled,
+    /// Its places in the global cap were not free within the wait.
+    Places(String),
+    /// An answer was beyond the output limit: the workload starts again.
+    Unbounded(String, FoundIn),
+}
+
+/// Measures level `concurrency` of `role`, from places it holds for it,
+/// judged with `pooled` (what earlier sweeps saw there).
+pub(super) async fn measure(
+    run: &closed_loop::Run,
+    concurrency: u32,
+    role: LevelRole,
+    server: Option<&signals::Watch>,
+    pooled: &evidence::Prior,
+) -> Result<LevelSummary, Stop> {
+    let target = &run.requests.target;
+    let workload = &run.requests.workload;
+    let unbounded = || run.watch.as_ref().and_then(|w| w.unbounded());
+    let places = run
+        .hold_places(concurrency, target.request_timeout)
+        .await
+        .map_err(Stop::Places)?;
+    let n = target
+        .requests_per_level
+        .count(concurrency, target.min_requests_per_level);
+    // The pool holds `concurrency` open connections before anything is
+    // counted: a connection opened during the level would count its
+    // handshake as latency.
+    run.level(concurrency, u64::from(concurrency), Pass::Pool, None)
+        .await;
+    if let Some(why) = unbounded() {
+        return Err(Stop::Unbounded(why, FoundIn::Pool));
+    }
+    run.env
+        .observer
+        .level_started(target, workload, concurrency, n);
+    let reading = server.map(signals::Watch::start);
+    let lag = LagWatch::start();
+    let judged = judge_level(run, target, concurrency, n, pooled).await;
+    drop(places);
+    let client_lag = lag.finish().await;
+    let server_signals = match reading {
+        Some(r) => Some(r.finish().await),
+        None => None,
+    };
+    if let Some(why) = unbounded() {
+        return Err(Stop::Unbounded(why, FoundIn::Counted));
+    }
+    if run.cancel.is_cancelled() {
+        return Err(Stop::Cancelled);
+    }
+    let Judged {
+        measured,
+        first_spans,
+        planned,
+        verdict,
+    } = judged;
+    let mut summary =
+        level::summarize_level(concurrency, &measured.samples, measured.wall, &target.slo);
+    // Judged on the first pass: between passes the loop drains by design.
+    level::judge_concurrency(&mut summary, &first_spans);
+    summary.measured_at_unix_seconds = unix_now();
+    summary.role = role;
+    summary.planned_requests = planned;
+    summary.within_slo = verdict.counted_as == Decision::Pass;
+    summary.verdict = Some(verdict);
+    summary.server = server_signals;
+    summary.client_lag = Some(client_lag);
+    if let Some(breach) = measured.stopped {
+        // Certain to break in full (stats::verdict): the partial level
+        // is judged as the full one would be.
+        level::mark_stopped_early(&mut summary, breach, planned);
+    }
+    Ok(summary)
+}
+
+/// What the passes over one level measured, and their verdict.
+struct Judged {
+    /// Every pass's samples, walls added; `stopped` from the last pass.
+    measured: closed_loop::Measured,
+    /// The spans of the first pass (the planned count).
+    first_spans: Vec<level::Span>,
+    /// Requests the passes were to send in all.
+    planned: u64,
+    verdict: Verdict,
+}
+
+/// Runs the counted passes over a level from places the caller holds: its
+/// planned count `n`, then, while the verdict (pooled with what earlier
+/// sweeps saw, `prior`) is undecided, `n` more, up to the target's
+/// `verdict_ceiling` times `n`. Still undecided, the level counts as it was
+/// last decided on this server, or, when it never was, as undecided: it
+/// neither raises nor lowers the knee, which says so.
+async fn judge_level(
+    run: &closed_loop::Run,
+    target: &Target,
+    concurrency: u32,
+    n: u64,
+    prior: &evidence::Prior,
+) -> Judged {
+    let window = &prior.window;
+    let ceiling = n.saturating_mul(u64::from(target.verdict_ceiling.max(1)));
+    let mut all = closed_loop::Measured {
+        samples: Vec::new(),
+        wall: Duration::ZERO,
+        spans: Vec::new(),
+        stopped: None,
+    };
+    let mut first_spans = None;
+    let mut before = Counts::default();
+    let mut planned = 0;
+    loop {
+        let step = n.min(ceiling - planned);
+        let tally = target
+            .early_stop
+            .then(|| Tally::new(step, &target.slo, target.verdict_confidence, before, window));
+        let pass = run.level(concurrency, step, Pass::Counted, tally).await;
+        planned += step;
+        before = before + Counts::of(&pass.samples, &target.slo);
+        all.wall += pass.wall;
+        all.stopped = pass.stopped;
+        first_spans.get_or_insert_with(|| pass.spans.clone());
+        all.spans.extend(pass.spans);
+        all.samples.extend(pass.samples);
+        let mut verdict = verdict::decide(window, &before, &target.slo, target.verdict_confidence);
+        if let Some(breach) = all.stopped {
+            verdict.decision = Decision::Break;
+            verdict.counted_as = Decision::Break;
+            verdict.decided_by = Some(match breach {
+                Breach::Shed => Basis::Shed,
+                Breach::Errors => Basis::Errors,
+                Breach::Latency => Basis::P95Latency,
+            });
+        }
+        if verdict.decision == Decision::Undecided && !verdict.change_seen {
+            // Never decided here: neither a pass nor a break (stats::knee).
+            verdict.counted_as = prior.last_decided.unwrap_or(Decision::Undecided);
+        }
+        let more = verdict.decision == Decision::Undecided
+            && planned < ceiling
+            && !run.cancel.is_cancelled()
+            // An answer over the output limit restarts the workload anyway.
+            && run.watch.as_ref().map_or(true, |w| w.unbounded().is_none());
+        if !more {
+            return Judged {
+                measured: all,
+                first_spans: first_spans.unwrap_or_default(),
+                planned,
+                verdict,
+            };
+        }
+    }
+}
+
+pub(super) fn slo_breach(l: &LevelSummary, target: &Target) -> String {
+    let slo = &target.slo;
+    let mut why = Vec::new();
+    // A level stopped early cancelled requests that might have succeeded:
+    // only a level that ran in full can say that none did.
+    if l.stopped_early.is_none() && l.count(Outcome::Ok) == 0 {
+        why.push("no request succeeded".to_string());
+    }
+    match l.decision_latency_seconds.p95 {
+        Some(p) if p > slo.p95_latency.as_secs_f64() => why.push(format!(
+            "p95 latency {:.3}s over {} (failed requests included)",
+            p,
+            humantime::format_duration(slo.p95_latency)
+        )),
+        _ => {}
+    }
+    if l.shed_ratio > slo.max_shed_ratio {
+        why.push(format!(
+            "shed ratio {:.3} over {}",
+            l.shed_ratio, slo.max_shed_ratio
+        ));
+    }
+    if l.error_ratio > slo.max_error_ratio {
+        why.push(format!(
+            "error ratio {:.3} over {}",
+            l.error_ratio, slo.max_error_ratio
+        ));
+    }
+    if let Some(e) = &l.stopped_early {
+        why.push(format!(
+            "{} certain after {} of {} requests",
+            e.breach.as_str().replace('_', " "),
+            l.requests,
+            l.planned_requests
+        ));
+    }
+    if let Some(v) = &l.verdict {
+        why.push(evidence_text(v));
+    }
+    format!("concurrency {}: {}", l.concurrency, why.join(", "))
+}
+
+/// What a verdict that did not pass rests on, in words.
+fn evidence_text(v: &Verdict) -> String {
+    let by = v.decided_by.map_or("", |b| b.as_str()).replace('_', " ");
+    let pooled = match v.pooled_sweeps {
+        0 => String::new(),
+        1 => " (1 earlier sweep pooled)".to_string(),
+        n => format!(" ({n} earlier sweeps pooled)"),
+    };
+    let confidence = v.confidence * 100.0;
+    match v.decision {
+        Decision::Undecided => format!(
+            "undecided: {by} over its limit but not at {confidence}% confidence after {} requests{pooled} \
+             (verdict_ceiling reached; counted as {}: {})",
+            v.requests,
+            v.counted_as.as_str(),
+            if v.counted_as == Decision::Undecided {
+                "never decided here, it neither raises nor lowers the knee"
+            } else {
+                "as last decided on this server"
+            }
+        ),
+        _ => format!("{by} decided at {confidence}% confidence on {} requests{pooled}", v.requests),
+    }
+}
