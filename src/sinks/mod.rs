@@ -10,6 +10,7 @@
 
 pub mod index_page;
 pub mod log;
+pub mod otlp;
 pub mod prometheus;
 mod sink;
 
@@ -45,7 +46,7 @@ struct Kind {
 /// Every sink the daemon builds, in the order they are called. A new sink
 /// is its file, its entry here, and its section of `sinks:` when it has
 /// settings.
-const KINDS: [Kind; 3] = [
+const KINDS: [Kind; 4] = [
     Kind {
         name: "log",
         changed: |old, new| old.log != new.log,
@@ -60,6 +61,11 @@ const KINDS: [Kind; 3] = [
         name: "index_page",
         changed: |_, _| false,
         build: |_, shared| Some(Arc::new(index_page::IndexPage(shared.statuses.clone()))),
+    },
+    Kind {
+        name: "otlp",
+        changed: |old, new| old.otlp != new.otlp,
+        build: |settings, shared| otlp::Otlp::build(settings.otlp.as_ref(), shared),
     },
 ];
 
@@ -183,8 +189,14 @@ impl Sinks {
     }
 
     /// See [`Sink::request`].
-    pub fn request(&self, target: &Target, workload: &Workload, sample: &Sample) {
-        self.each(|s| s.request(target, workload, sample));
+    pub fn request(
+        &self,
+        target: &Target,
+        workload: &Workload,
+        sample: &Sample,
+        concurrency: Option<u32>,
+    ) {
+        self.each(|s| s.request(target, workload, sample, concurrency));
     }
 
     /// See [`Sink::level`].
@@ -253,6 +265,7 @@ mod tests {
         // Only the log's section changed: the log sink alone, off now.
         let quiet = SinkSettings {
             log: LogSink { rounds: false },
+            ..Default::default()
         };
         assert_eq!(sinks.configure(&quiet), ["log"]);
         let after = built(&clone);
@@ -272,6 +285,7 @@ mod tests {
         let sinks = Sinks::of(vec![Arc::new(log::Log)]);
         let quiet = SinkSettings {
             log: LogSink { rounds: false },
+            ..Default::default()
         };
         assert!(sinks.configure(&quiet).is_empty());
         assert_eq!(sinks.0.read().unwrap().all.len(), 1);
