@@ -85,14 +85,36 @@ fn default_otlp_timeout() -> Duration {
 }
 
 /// How histogram points count: OTLP's aggregation temporality.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Temporality {
     /// Every point counts from the sink's start.
     #[default]
     Cumulative,
     /// Every point counts since the previous export.
     Delta,
+}
+
+impl Temporality {
+    /// As written in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Temporality::Cumulative => "cumulative",
+            Temporality::Delta => "delta",
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Temporality {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // By hand: the config crate words a derived enum's error poorly.
+        match String::deserialize(d)?.as_str() {
+            "cumulative" => Ok(Temporality::Cumulative),
+            "delta" => Ok(Temporality::Delta),
+            other => Err(serde::de::Error::custom(format!(
+                "`{other}` is not a temporality: use `cumulative` or `delta`"
+            ))),
+        }
+    }
 }
 
 /// A header's value as written: the value itself, or where its secret is.
@@ -137,8 +159,12 @@ impl<'de> Deserialize<'de> for HeaderFile {
             fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<HeaderFile, E> {
                 Ok(HeaderFile::Plain(v.to_string()))
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<HeaderFile, A::Error> {
-                let from = HeaderFrom::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<HeaderFile, A::Error> {
+                let from =
+                    HeaderFrom::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
                 Ok(HeaderFile::From(from))
             }
         }
@@ -336,7 +362,10 @@ mod tests {
     struct Vars(&'static [(&'static str, &'static str)]);
     impl Env for Vars {
         fn var(&self, name: &str) -> Option<String> {
-            self.0.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+            self.0
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
         }
     }
 
@@ -363,10 +392,18 @@ mod tests {
 
     #[test]
     fn a_url_without_a_path_gets_the_metrics_path() {
-        assert_eq!(check_endpoint("http://c:4318").unwrap(), "http://c:4318/v1/metrics");
-        assert_eq!(check_endpoint("https://c/otlp/v1/metrics").unwrap(), "https://c/otlp/v1/metrics");
+        assert_eq!(
+            check_endpoint("http://c:4318").unwrap(),
+            "http://c:4318/v1/metrics"
+        );
+        assert_eq!(
+            check_endpoint("https://c/otlp/v1/metrics").unwrap(),
+            "https://c/otlp/v1/metrics"
+        );
         assert!(check_endpoint("ftp://c/").is_err());
-        assert!(check_endpoint("http://u:p@c/").unwrap_err().contains("credentials"));
+        assert!(check_endpoint("http://u:p@c/")
+            .unwrap_err()
+            .contains("credentials"));
     }
 
     #[test]
@@ -376,7 +413,10 @@ mod tests {
         let (sink, problems) = resolve(file, &Vars(&[]));
         assert!(sink.is_none());
         assert_eq!(problems.len(), 1);
-        assert!(problems[0].starts_with("sinks.otlp.protocol: `grpc` is not supported"), "{problems:?}");
+        assert!(
+            problems[0].starts_with("sinks.otlp.protocol: `grpc` is not supported"),
+            "{problems:?}"
+        );
     }
 
     #[test]
@@ -390,7 +430,8 @@ mod tests {
                 prefix: "Bearer ".into(),
             }),
         );
-        file.headers.insert("x-scope-orgid".into(), HeaderFile::Plain("team-a".into()));
+        file.headers
+            .insert("x-scope-orgid".into(), HeaderFile::Plain("team-a".into()));
         let (sink, problems) = resolve(file.clone(), &Vars(&[("TOKEN", "s3cr3t-tok")]));
         assert!(problems.is_empty(), "{problems:?}");
         let sink = sink.unwrap();
@@ -410,9 +451,14 @@ mod tests {
     #[test]
     fn a_credential_written_in_the_file_is_refused() {
         let mut file = otlp("http://c:4318");
-        file.headers.insert("authorization".into(), HeaderFile::Plain("Bearer x".into()));
-        file.headers.insert("content-type".into(), HeaderFile::Plain("text/plain".into()));
-        file.headers.insert("bad name".into(), HeaderFile::Plain("v".into()));
+        file.headers
+            .insert("authorization".into(), HeaderFile::Plain("Bearer x".into()));
+        file.headers.insert(
+            "content-type".into(),
+            HeaderFile::Plain("text/plain".into()),
+        );
+        file.headers
+            .insert("bad name".into(), HeaderFile::Plain("v".into()));
         let (sink, problems) = resolve(file, &Vars(&[]));
         assert!(sink.is_none());
         assert_eq!(problems.len(), 3, "{problems:?}");

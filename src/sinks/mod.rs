@@ -280,6 +280,31 @@ mod tests {
         assert!(same(&before[1], &again[1]) && same(&before[2], &again[2]));
     }
 
+    #[tokio::test]
+    async fn a_changed_otlp_section_rebuilds_the_otlp_sink_alone() {
+        let settings = SinkSettings::default();
+        let sinks = Sinks::standard(&settings, shared());
+        let before = built(&sinks);
+        assert!(before[3].is_none(), "off unless configured");
+        let on = SinkSettings {
+            otlp: Some(crate::config::OtlpSink {
+                endpoint: "http://127.0.0.1:9/v1/metrics".into(),
+                interval: std::time::Duration::from_secs(60),
+                timeout: std::time::Duration::from_secs(1),
+                temporality: crate::config::Temporality::Cumulative,
+                headers: Vec::new(),
+            }),
+            ..Default::default()
+        };
+        assert_eq!(sinks.configure(&on), ["otlp"]);
+        let after = built(&sinks);
+        assert!(after[3].is_some());
+        assert!((0..3).all(|i| same(&before[i], &after[i])));
+        // The same section again: nothing rebuilt.
+        assert!(sinks.configure(&on).is_empty());
+        assert!(same(&after[3], &built(&sinks)[3]));
+    }
+
     #[test]
     fn a_list_given_whole_is_never_rebuilt() {
         let sinks = Sinks::of(vec![Arc::new(log::Log)]);

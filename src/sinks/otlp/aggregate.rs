@@ -222,26 +222,43 @@ mod tests {
     fn cumulative_keeps_counting_and_delta_starts_again() {
         let mut a = Aggregator::new(1);
         a.record(0, attrs("t"), 1.0);
-        assert_eq!(a.collect(Temporality::Cumulative, 2).histograms[0][0].count, 1);
+        assert_eq!(
+            a.collect(Temporality::Cumulative, 2).histograms[0][0].count,
+            1
+        );
         a.record(0, attrs("t"), 1.0);
-        assert_eq!(a.collect(Temporality::Cumulative, 3).histograms[0][0].count, 2);
+        assert_eq!(
+            a.collect(Temporality::Cumulative, 3).histograms[0][0].count,
+            2
+        );
 
         let mut d = Aggregator::new(1);
         d.record(0, attrs("t"), 1.0);
         d.record(0, attrs("t"), 2.0);
         let first = d.collect(Temporality::Delta, 5);
-        assert_eq!((first.histograms[0][0].count, first.histograms[0][0].start), (2, 1));
+        assert_eq!(
+            (first.histograms[0][0].count, first.histograms[0][0].start),
+            (2, 1)
+        );
         assert_eq!(d.collect(Temporality::Delta, 6).points(), 0);
         d.record(0, attrs("t"), 3.0);
         // Counted since the last point sent: nothing came in between.
         let third = d.collect(Temporality::Delta, 7);
-        assert_eq!((third.histograms[0][0].count, third.histograms[0][0].start), (1, 5));
+        assert_eq!(
+            (third.histograms[0][0].count, third.histograms[0][0].start),
+            (1, 5)
+        );
     }
 
     #[test]
     fn a_round_replaces_its_gauges_and_a_target_is_forgotten_whole() {
         let mut a = Aggregator::new(1);
-        a.set_round("t", "w", 5, vec![(0, attrs("t"), 8.0), (4, attrs("t"), 1.0)]);
+        a.set_round(
+            "t",
+            "w",
+            5,
+            vec![(0, attrs("t"), 8.0), (4, attrs("t"), 1.0)],
+        );
         a.set_round("t", "w", 6, vec![(0, attrs("t"), 4.0)]);
         a.set_round("u", "w", 6, vec![(0, attrs("u"), 2.0)]);
         a.record(1, attrs("t"), 3.0);

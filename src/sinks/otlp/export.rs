@@ -177,7 +177,10 @@ impl Exporter {
         }
         if dropped > 0 {
             self.metrics.otlp_dropped(dropped as u64);
-            tracing::debug!(points = dropped, "OTLP points dropped: a newer export replaced them");
+            tracing::debug!(
+                points = dropped,
+                "OTLP points dropped: a newer export replaced them"
+            );
         }
         pending.push_back(Pending {
             body: export_request(&batch),

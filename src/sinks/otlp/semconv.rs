@@ -33,8 +33,8 @@ const TIME_BOUNDS: &[f64] = &[
 ];
 /// The boundaries the conventions give `gen_ai.client.token.usage`.
 const TOKEN_BOUNDS: &[f64] = &[
-    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0,
-    4194304.0, 16777216.0, 67108864.0,
+    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0,
+    16777216.0, 67108864.0,
 ];
 
 /// `gen_ai.client.operation.duration`: send to the end of every request.
@@ -276,7 +276,9 @@ mod tests {
     fn the_conventions_boundaries_are_set_explicitly() {
         assert_eq!(OPERATION_DURATION.bounds.len(), 14);
         assert_eq!(TOKEN_USAGE.bounds[13], 67108864.0);
-        assert!(HISTOGRAMS.iter().all(|i| i.bounds.windows(2).all(|w| w[0] < w[1])));
+        assert!(HISTOGRAMS
+            .iter()
+            .all(|i| i.bounds.windows(2).all(|w| w[0] < w[1])));
     }
 
     #[test]
