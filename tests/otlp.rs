@@ -94,8 +94,8 @@ fn attrs(kvs: &[proto::KeyValue]) -> BTreeMap<String, String> {
     kvs.iter()
         .map(|kv| {
             let v = match kv.value.as_ref().and_then(|v| v.value.clone()) {
-                Some(proto::Any::StringValue(s)) => s,
-                Some(proto::Any::IntValue(i)) => i.to_string(),
+                Some(proto::Any::String(s)) => s,
+                Some(proto::Any::Int(i)) => i.to_string(),
                 other => format!("{other:?}"),
             };
             (kv.key.clone(), v)

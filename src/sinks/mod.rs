@@ -65,7 +65,7 @@ const KINDS: [Kind; 4] = [
     Kind {
         name: "otlp",
         changed: |old, new| old.otlp != new.otlp,
-        build: |settings, shared| otlp::Otlp::build(settings.otlp.as_ref(), shared),
+        build: |settings, shared| otlp::Otlp::build(settings.otlp.as_ref(), &shared.metrics),
     },
 ];
 

@@ -167,11 +167,11 @@ pub struct AnyValue {
 #[derive(Clone, PartialEq, prost::Oneof)]
 pub enum Any {
     #[prost(string, tag = "1")]
-    StringValue(String),
+    String(String),
     #[prost(bool, tag = "2")]
-    BoolValue(bool),
+    Bool(bool),
     #[prost(int64, tag = "3")]
-    IntValue(i64),
+    Int(i64),
     #[prost(double, tag = "4")]
-    DoubleValue(f64),
+    Double(f64),
 }

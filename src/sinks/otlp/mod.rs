@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::config::{OtlpSink, Target, Workload};
+use crate::metrics::Metrics;
 use crate::sinks::sink::Sink;
-use crate::sinks::Shared;
 use crate::stats::report::{PairReport, SweepReport};
 use crate::stats::sample::Sample;
 use aggregate::Aggregator;
@@ -39,21 +39,22 @@ impl Otlp {
     /// The OTLP sink for its settings, its exporter started on the
     /// current runtime; None when they turn it off (or, said in the log,
     /// when it cannot start: no runtime, a client that cannot be built).
-    pub fn build(settings: Option<&OtlpSink>, shared: &Shared) -> Option<Arc<dyn Sink>> {
+    /// Its drops are counted in `metrics` (daemon state, not a result).
+    pub fn build(settings: Option<&OtlpSink>, metrics: &Arc<Metrics>) -> Option<Arc<dyn Sink>> {
         let settings = settings?;
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::error!("OTLP sink not started: no runtime to export from");
             return None;
         };
         let aggregator = Arc::new(Mutex::new(Aggregator::new(now_nanos())));
-        let exporter = match Exporter::new(settings, aggregator.clone(), shared.metrics.clone()) {
+        let exporter = match Exporter::new(settings, aggregator.clone(), metrics.clone()) {
             Ok(e) => e,
             Err(e) => {
                 tracing::error!(error = %e, "OTLP sink not started");
                 return None;
             }
         };
-        shared.metrics.otlp_started();
+        metrics.otlp_started();
         let cancel = CancellationToken::new();
         runtime.spawn(exporter.run(cancel.clone()));
         tracing::info!(
