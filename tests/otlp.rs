@@ -24,6 +24,8 @@ use axum::routing::post;
 use axum::Router;
 use prost::Message;
 
+use llmprobe::sinks::otlp::gauges;
+use llmprobe::stats::quantity::Quantity;
 use support::binary::Running;
 use support::config::{write_config, Yaml};
 use support::daemon::Daemon;
@@ -304,6 +306,29 @@ async fn the_genai_histograms_and_the_knee_reach_the_collector_as_metrics_counts
     );
     assert_eq!(Some(recommended[0].1), expected);
     assert_eq!(metric(&text, DROPPED, &[]), Some(0.0));
+
+    // Every quantity of every level, as /metrics has it (the list of
+    // quantities names both).
+    for q in Quantity::ALL {
+        let points = gauge(&export, &gauges::quantity_name(q));
+        // None where /metrics has none (no new connection was timed).
+        let on_metrics = metric(&text, q.spec().metric, &[("target", "sim")]);
+        assert_eq!(points.is_empty(), on_metrics.is_none(), "{q:?}");
+        for (a, v) in points {
+            let mut labels = vec![
+                ("target", "sim"),
+                ("concurrency", a["llmprobe.concurrency"].as_str()),
+            ];
+            if let Some(p) = a.get("llmprobe.percentile") {
+                labels.push(("percentile", p.as_str()));
+            }
+            assert_eq!(
+                metric(&text, q.spec().metric, &labels),
+                Some(v),
+                "{q:?} {a:?}"
+            );
+        }
+    }
 
     daemon.stop().await;
     sim.stop().await;

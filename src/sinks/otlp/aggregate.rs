@@ -7,7 +7,8 @@
 
 use std::collections::BTreeMap;
 
-use super::semconv::{Attrs, GAUGES, HISTOGRAMS};
+use super::gauges;
+use super::semconv::{Attrs, HISTOGRAMS};
 use crate::config::Temporality;
 
 /// One histogram series.
@@ -76,7 +77,7 @@ pub struct GaugePoint {
 }
 
 /// Everything one export sends: the points of each histogram of
-/// [`HISTOGRAMS`] and each gauge of [`GAUGES`], by index.
+/// [`HISTOGRAMS`] and each gauge of [`gauges::specs`], by index.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Batch {
     /// When it was collected, Unix nanoseconds.
@@ -98,7 +99,7 @@ impl Batch {
 }
 
 /// The gauges of one target and workload, replaced as a whole.
-type RoundGauges = Vec<(usize, Attrs, f64)>;
+type RoundGauges = Vec<gauges::Point>;
 
 /// The instruments of one sink.
 #[derive(Debug)]
@@ -175,7 +176,7 @@ impl Aggregator {
                 *s = Series::new(s.counts.len(), now);
             }
         }
-        let mut gauges = vec![Vec::new(); GAUGES.len()];
+        let mut gauges = vec![Vec::new(); gauges::specs().len()];
         for (time, points) in self.gauges.values() {
             for (gauge, attrs, value) in points {
                 if let Some(out) = gauges.get_mut(*gauge) {

@@ -7,7 +7,8 @@
 //! `common/v1/common.proto`, `resource/v1/resource.proto`). Pure.
 
 use super::aggregate::{Batch, GaugePoint, HistogramPoint};
-use super::semconv::{Attrs, Value, GAUGES, HISTOGRAMS, SCHEMA_URL};
+use super::gauges;
+use super::semconv::{Attrs, Value, HISTOGRAMS, SCHEMA_URL};
 use crate::config::Temporality;
 
 /// Protobuf wire types.
@@ -144,12 +145,12 @@ fn metrics(scope: &mut Message, batch: &Batch) {
             });
         });
     }
-    for (spec, points) in GAUGES.iter().zip(&batch.gauges) {
+    for (spec, points) in gauges::specs().iter().zip(&batch.gauges) {
         if points.is_empty() {
             continue;
         }
         scope.message(2, |metric| {
-            metric.string(1, spec.name);
+            metric.string(1, &spec.name);
             metric.string(2, spec.description);
             metric.string(3, spec.unit);
             metric.message(5, |g| {
@@ -215,7 +216,7 @@ mod tests {
             time: 1,
             temporality: Temporality::Cumulative,
             histograms: vec![Vec::new(); HISTOGRAMS.len()],
-            gauges: vec![Vec::new(); GAUGES.len()],
+            gauges: vec![Vec::new(); gauges::specs().len()],
         };
         let body = export_request(&batch);
         let text = String::from_utf8_lossy(&body);

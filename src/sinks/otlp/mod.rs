@@ -1,8 +1,10 @@
 //! The OTLP sink (`sinks.otlp`): every measured request into the
-//! OpenTelemetry GenAI client histograms, every finished round's capacity
-//! into `llmprobe.capacity.*` gauges, pushed to a collector over
-//! OTLP/HTTP (protobuf) every interval. Its parts: [`semconv`] (what is
-//! sent, by name, and what a request records), [`aggregate`] (the
+//! OpenTelemetry GenAI client histograms, every completed sweep's capacity
+//! and levels into `llmprobe.*` gauges, pushed to a collector over
+//! OTLP/HTTP (protobuf) every interval. Its parts: [`semconv`] (the GenAI
+//! conventions: names, attributes, what a request records), [`gauges`]
+//! (llmprobe's own: capacity and every quantity of [`Quantity::ALL`] per
+//! level, from a finished sweep), [`aggregate`] (the
 //! instruments in memory), [`encode`] (the protobuf body), [`export`] (the
 //! exporter task: queue, retries, drops).
 //!
@@ -14,6 +16,7 @@
 pub mod aggregate;
 pub mod encode;
 pub mod export;
+pub mod gauges;
 pub mod semconv;
 
 use std::sync::{Arc, Mutex};
@@ -23,6 +26,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use crate::config::{OtlpSink, Target, Workload};
 use crate::metrics::Metrics;
 use crate::sinks::sink::Sink;
+#[cfg(doc)]
+use crate::stats::quantity::Quantity;
 use crate::stats::report::{PairReport, SweepReport};
 use crate::stats::sample::Sample;
 use aggregate::Aggregator;
@@ -103,7 +108,7 @@ impl Sink for Otlp {
         let rounds: Vec<_> = report
             .workloads
             .iter()
-            .map(|w| (w.workload.clone(), semconv::round(target, w)))
+            .map(|w| (w.workload.clone(), gauges::round(report, w)))
             .collect();
         self.with(|a| {
             for (workload, points) in rounds {

@@ -1,10 +1,8 @@
-//! What the OTLP sink sends, by name: the OpenTelemetry GenAI client
-//! metrics of one pinned revision of the semantic conventions, and
-//! llmprobe's capacity gauges under `llmprobe.`; and what one measured
-//! request or one finished round records in them. Pure.
+//! The OpenTelemetry GenAI client metrics of one pinned revision of the
+//! semantic conventions, by name, with their attributes; and what one
+//! measured request records in them. Pure.
 
 use crate::config::{Api, Endpoint, Target, Workload};
-use crate::stats::report::WorkloadReport;
 use crate::stats::sample::{Outcome, Sample};
 
 /// The revision of the semantic conventions followed: the last release of
@@ -74,51 +72,6 @@ pub const HISTOGRAMS: [Instrument; 4] = [
     TIME_PER_OUTPUT_CHUNK,
 ];
 
-/// One gauge of a finished round.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GaugeSpec {
-    /// Its name.
-    pub name: &'static str,
-    /// Its UCUM unit.
-    pub unit: &'static str,
-    /// Its description.
-    pub description: &'static str,
-}
-
-/// The knee.
-pub const KNEE: GaugeSpec = GaugeSpec {
-    name: "llmprobe.capacity.knee_concurrency",
-    unit: "{request}",
-    description: "Highest concurrency within the SLO with every lower level within it too (0 when even level 1 fails).",
-};
-/// The recommended `max_in_flight`.
-pub const RECOMMENDED: GaugeSpec = GaugeSpec {
-    name: "llmprobe.capacity.recommended_max_in_flight",
-    unit: "{request}",
-    description: "Recommended max_in_flight for the worker: floor(knee x headroom).",
-};
-/// Throughput at the knee.
-pub const THROUGHPUT: GaugeSpec = GaugeSpec {
-    name: "llmprobe.capacity.throughput",
-    unit: "{token}/s",
-    description: "Aggregate output tokens per second at the knee (0 when there is no knee).",
-};
-/// The sustained (open-loop) rate, when one was searched.
-pub const SUSTAINED: GaugeSpec = GaugeSpec {
-    name: "llmprobe.capacity.sustained_rate",
-    unit: "{request}/s",
-    description: "Highest arrival rate at which the SLO held, from the open-loop search.",
-};
-/// What binds at the knee, as an attribute; always 1.
-pub const LIMIT: GaugeSpec = GaugeSpec {
-    name: "llmprobe.capacity.limit",
-    unit: "1",
-    description: "What binds at the knee (attribute llmprobe.limit); always 1.",
-};
-
-/// Every gauge, in export order; an index in it names one.
-pub const GAUGES: [GaugeSpec; 5] = [KNEE, RECOMMENDED, THROUGHPUT, SUSTAINED, LIMIT];
-
 /// An attribute's value.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Value {
@@ -155,6 +108,8 @@ pub mod key {
     pub const CONCURRENCY: &str = "llmprobe.concurrency";
     /// What binds at the knee.
     pub const LIMIT: &str = "llmprobe.limit";
+    /// A percentile of a level's samples: `50`, `95`, `99`.
+    pub const PERCENTILE: &str = "llmprobe.percentile";
 }
 
 /// `gen_ai.provider.name`: every target speaks the OpenAI REST API, and
@@ -238,31 +193,6 @@ pub fn record(sample: &Sample, attrs: &Attrs) -> Vec<Recording> {
     }
     for gap in &sample.inter_token {
         out.push((3, attrs.clone(), gap.as_secs_f64()));
-    }
-    out
-}
-
-/// The gauges of one workload's finished round: (index in [`GAUGES`],
-/// attributes, value).
-pub fn round(target: &Target, w: &WorkloadReport) -> Vec<(usize, Attrs, f64)> {
-    let attrs: Attrs = vec![
-        (key::MODEL, Value::Str(target.model.clone())),
-        (key::TARGET, Value::Str(target.name.clone())),
-        (key::WORKLOAD, Value::Str(w.workload.clone())),
-    ];
-    let c = &w.capacity;
-    let mut out = vec![
-        (0, attrs.clone(), f64::from(c.knee_concurrency)),
-        (1, attrs.clone(), f64::from(c.recommended_max_in_flight)),
-        (2, attrs.clone(), c.throughput_tokens_per_second),
-    ];
-    if let Some(rate) = c.sustained.as_ref().and_then(|s| s.requests_per_second) {
-        out.push((3, attrs.clone(), rate));
-    }
-    if let Some(limit) = c.limit {
-        let mut a = attrs;
-        a.push((key::LIMIT, Value::Str(limit.as_str().into())));
-        out.push((4, a, 1.0));
     }
     out
 }
