@@ -73,7 +73,7 @@ pub fn explain(config: &Config) -> String {
         let headers: Vec<&str> = otlp.headers.iter().map(|(n, _)| n.as_str()).collect();
         let _ = writeln!(
             out,
-            "otlp: GenAI client metrics and capacity gauges to {} every {} ({} temporality, timeout {}{}{})",
+            "otlp: GenAI client histograms and llmprobe gauges to {} every {} ({} temporality, timeout {}{}{})",
             otlp.endpoint,
             humantime::format_duration(otlp.interval),
             otlp.temporality.as_str(),

@@ -133,7 +133,8 @@ impl Exporter {
                             }
                         }
                         Attempt::Retry(why, after) => {
-                            retry_at = Instant::now() + after.unwrap_or(backoff);
+                            // A `Retry-After: 0` must not make a busy loop.
+                            retry_at = Instant::now() + after.map_or(backoff, |a| a.max(BACKOFF_START));
                             backoff = (backoff * 2).min(BACKOFF_MAX);
                             if !std::mem::replace(&mut failing, true) {
                                 tracing::warn!(endpoint = %self.settings.endpoint, error = %why, "OTLP export failed; retrying with backoff");
@@ -196,7 +197,7 @@ impl Exporter {
             .headers(self.headers.clone())
             .header(reqwest::header::CONTENT_TYPE, "application/x-protobuf")
             .body(body.to_vec());
-        let response = match request.send().await {
+        let mut response = match request.send().await {
             Ok(r) => r,
             Err(e) => return Attempt::Retry(redact::message(&error_chain(&e), 300), None),
         };
@@ -210,8 +211,22 @@ impl Exporter {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(|s| Duration::from_secs(s).min(RETRY_AFTER_MAX));
-        let text = response.bytes().await.unwrap_or_default();
-        let quoted = String::from_utf8_lossy(&text[..text.len().min(BODY_QUOTED)]).into_owned();
+        // Only the start of the body is read: a collector's refusal is
+        // quoted, never held whole.
+        let mut start = Vec::new();
+        while start.len() < BODY_QUOTED {
+            match response.chunk().await {
+                Ok(Some(b)) => {
+                    start.extend_from_slice(&b[..b.len().min(BODY_QUOTED - start.len())])
+                }
+                _ => break,
+            }
+        }
+        let mut quoted = String::from_utf8_lossy(&start).into_owned();
+        if start.len() >= BODY_QUOTED {
+            // A secret cut in two at the end is redacted too.
+            quoted.push(redact::CUT_MARK);
+        }
         let why = redact::message(&format!("HTTP {status}: {quoted}"), 300);
         if matches!(status, 429 | 502 | 503 | 504) {
             Attempt::Retry(why, retry_after)
@@ -231,4 +246,70 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exporter(temporality: Temporality) -> (Exporter, Arc<Metrics>) {
+        let settings = OtlpSink {
+            endpoint: "http://127.0.0.1:9/v1/metrics".into(),
+            interval: Duration::from_secs(1),
+            timeout: Duration::from_secs(1),
+            temporality,
+            headers: Vec::new(),
+        };
+        let metrics = Arc::new(Metrics::on_own_registry().unwrap());
+        metrics.otlp_started();
+        let aggregator = Arc::new(Mutex::new(Aggregator::new(0)));
+        let e = Exporter::new(&settings, aggregator, metrics.clone()).unwrap();
+        (e, metrics)
+    }
+
+    fn dropped(metrics: &Metrics) -> String {
+        let text = metrics.encode();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("llmprobe_otlp_dropped_data_points_total "));
+        line.unwrap_or_default().to_string()
+    }
+
+    fn record(e: &Exporter) {
+        e.aggregator.lock().unwrap().record(0, Vec::new(), 1.0);
+    }
+
+    #[test]
+    fn a_cumulative_batch_replaces_those_still_waiting_and_counts_them() {
+        let (e, metrics) = exporter(Temporality::Cumulative);
+        let mut pending = VecDeque::new();
+        e.collect(&mut pending);
+        assert!(pending.is_empty(), "nothing recorded, nothing sent");
+        record(&e);
+        e.collect(&mut pending);
+        e.collect(&mut pending);
+        assert_eq!(pending.len(), 1);
+        assert_eq!(
+            dropped(&metrics),
+            "llmprobe_otlp_dropped_data_points_total 1"
+        );
+    }
+
+    #[test]
+    fn delta_batches_wait_in_a_bounded_queue() {
+        let (e, metrics) = exporter(Temporality::Delta);
+        let mut pending = VecDeque::new();
+        for _ in 0..MAX_PENDING + 2 {
+            record(&e);
+            e.collect(&mut pending);
+        }
+        assert_eq!(pending.len(), MAX_PENDING);
+        assert_eq!(
+            dropped(&metrics),
+            "llmprobe_otlp_dropped_data_points_total 2"
+        );
+        // Nothing new: no empty batch queued.
+        e.collect(&mut pending);
+        assert_eq!(pending.len(), MAX_PENDING);
+    }
 }
