@@ -223,10 +223,19 @@ async fn the_genai_histograms_and_the_knee_reach_the_collector_as_metrics_counts
     );
     assert_eq!(resource["service.name"], "llmprobe");
 
-    // Every request's duration, with the required attributes; failures
-    // carry their outcome class as error.type.
-    let durations = histogram(&export, DURATION);
     let port = sim.addr.port().to_string();
+    let ok = check_durations(&export, &text, &port);
+    check_chunks_and_tokens(&export, &text, ok);
+    check_gauges(&export, &text);
+
+    daemon.stop().await;
+    sim.stop().await;
+}
+
+/// Every request's duration, with the required attributes; failures
+/// carry their outcome class as error.type. The requests that completed.
+fn check_durations(export: &proto::ExportMetricsServiceRequest, text: &str, port: &str) -> f64 {
+    let durations = histogram(export, DURATION);
     for (a, p) in &durations {
         assert_eq!(a["gen_ai.operation.name"], "chat");
         assert_eq!(a["gen_ai.provider.name"], "openai");
@@ -244,7 +253,7 @@ async fn the_genai_histograms_and_the_knee_reach_the_collector_as_metrics_counts
         assert_eq!(p.bucket_counts.iter().sum::<u64>(), p.count);
     }
     let ok = metric(
-        &text,
+        text,
         "llmprobe_requests_total",
         &[("target", "sim"), ("outcome", "ok")],
     )
@@ -261,23 +270,26 @@ async fn the_genai_histograms_and_the_knee_reach_the_collector_as_metrics_counts
     {
         let outcome = &a["error.type"];
         let n = metric(
-            &text,
+            text,
             "llmprobe_requests_total",
             &[("target", "sim"), ("outcome", outcome)],
         );
         assert_eq!(Some(p.count as f64), n, "{outcome}");
     }
     assert!(ok >= 8.0, "{ok}");
+    ok
+}
 
-    // A completed request's first chunk, its gaps and its output tokens.
+/// A completed request's first chunk, its gaps and its output tokens.
+fn check_chunks_and_tokens(export: &proto::ExportMetricsServiceRequest, text: &str, ok: f64) {
     let ttft = metric_sum(
-        &text,
+        text,
         "llmprobe_request_ttft_seconds_count",
         &[("target", "sim")],
     );
-    assert_eq!(count(&histogram(&export, TTFC)) as f64, ttft);
-    assert!(count(&histogram(&export, TPOC)) > 0);
-    let tokens = histogram(&export, TOKENS);
+    assert_eq!(count(&histogram(export, TTFC)) as f64, ttft);
+    assert!(count(&histogram(export, TPOC)) > 0);
+    let tokens = histogram(export, TOKENS);
     let output: Vec<_> = tokens
         .iter()
         .filter(|(a, _)| a["gen_ai.token.type"] == "output")
@@ -285,34 +297,36 @@ async fn the_genai_histograms_and_the_knee_reach_the_collector_as_metrics_counts
         .collect();
     assert_eq!(count(&output) as f64, ok);
     let sum: f64 = output.iter().map(|(_, p)| p.sum.unwrap_or(0.0)).sum();
-    let output_total = metric_sum(&text, "llmprobe_output_tokens_total", &[("target", "sim")]);
+    let output_total = metric_sum(text, "llmprobe_output_tokens_total", &[("target", "sim")]);
     assert_eq!(sum, output_total);
+}
 
-    // The capacity, as /metrics has it.
-    let knee = gauge(&export, KNEE);
+/// The capacity and every quantity of every level, as /metrics has them.
+fn check_gauges(export: &proto::ExportMetricsServiceRequest, text: &str) {
+    let knee = gauge(export, KNEE);
     let expected = metric(
-        &text,
+        text,
         "llmprobe_capacity_knee_concurrency",
         &[("target", "sim"), ("workload", "chat")],
     );
     assert_eq!(knee.len(), 1);
     assert_eq!(Some(knee[0].1), expected);
     assert_eq!(knee[0].0["llmprobe.workload"], "chat");
-    let recommended = gauge(&export, "llmprobe.capacity.recommended_max_in_flight");
+    let recommended = gauge(export, "llmprobe.capacity.recommended_max_in_flight");
     let expected = metric(
-        &text,
+        text,
         "llmprobe_recommended_max_in_flight",
         &[("target", "sim")],
     );
     assert_eq!(Some(recommended[0].1), expected);
-    assert_eq!(metric(&text, DROPPED, &[]), Some(0.0));
+    assert_eq!(metric(text, DROPPED, &[]), Some(0.0));
 
     // Every quantity of every level, as /metrics has it (the list of
     // quantities names both).
     for q in Quantity::ALL {
-        let points = gauge(&export, &gauges::quantity_name(q));
+        let points = gauge(export, &gauges::quantity_name(q));
         // None where /metrics has none (no new connection was timed).
-        let on_metrics = metric(&text, q.spec().metric, &[("target", "sim")]);
+        let on_metrics = metric(text, q.spec().metric, &[("target", "sim")]);
         assert_eq!(points.is_empty(), on_metrics.is_none(), "{q:?}");
         for (a, v) in points {
             let mut labels = vec![
@@ -323,15 +337,12 @@ async fn the_genai_histograms_and_the_knee_reach_the_collector_as_metrics_counts
                 labels.push(("percentile", p.as_str()));
             }
             assert_eq!(
-                metric(&text, q.spec().metric, &labels),
+                metric(text, q.spec().metric, &labels),
                 Some(v),
                 "{q:?} {a:?}"
             );
         }
     }
-
-    daemon.stop().await;
-    sim.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
