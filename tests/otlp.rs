@@ -276,7 +276,7 @@ fn check_durations(export: &proto::ExportMetricsServiceRequest, text: &str, port
         );
         assert_eq!(Some(p.count as f64), n, "{outcome}");
     }
-    assert!(ok >= 8.0, "{ok}");
+    assert!(ok > 0.0, "{ok}");
     ok
 }
 
