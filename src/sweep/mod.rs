@@ -11,6 +11,7 @@ pub mod interleaved;
 pub mod ladder;
 mod open_loop;
 pub mod output_limit;
+pub mod probe_stream;
 pub mod refine;
 mod requests;
 pub(crate) mod signals;
