@@ -449,6 +449,29 @@ mod tests {
     }
 
     #[test]
+    fn a_secret_is_read_from_a_file_trimmed() {
+        let path = std::env::temp_dir().join(format!("llmprobe-otlp-{}", std::process::id()));
+        std::fs::write(&path, "file-s3cret\n").unwrap();
+        let mut file = otlp("http://c:4318");
+        let from = HeaderFrom {
+            env: None,
+            file: Some(path.display().to_string()),
+            prefix: String::new(),
+        };
+        file.headers
+            .insert("api-key".into(), HeaderFile::From(from));
+        let (sink, problems) = resolve(file, &Vars(&[]));
+        std::fs::remove_file(&path).unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+        let (name, value) = &sink.unwrap().headers[0];
+        assert_eq!(
+            (name.as_str(), value.expose()),
+            ("api-key", "file-s3cret".into())
+        );
+        assert!(matches!(value, HeaderValue::Secret(..)));
+    }
+
+    #[test]
     fn a_credential_written_in_the_file_is_refused() {
         let mut file = otlp("http://c:4318");
         file.headers
