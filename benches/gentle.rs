@@ -148,7 +148,7 @@ impl Drop for Place {
 }
 
 impl Observer for Meter {
-    fn request(&self, _: &Target, _: &Workload, _: &Sample) {}
+    fn request(&self, _: &Target, _: &Workload, _: &Sample, _: Option<u32>) {}
     fn in_flight(&self) -> Option<Box<dyn Send>> {
         let mut load = self.0.lock().unwrap();
         load.sent += 1;

@@ -90,7 +90,7 @@ const PROFILES: &[Profile] = &[
 struct Sent(Arc<AtomicU64>);
 
 impl Observer for Sent {
-    fn request(&self, _: &Target, _: &Workload, _: &Sample) {}
+    fn request(&self, _: &Target, _: &Workload, _: &Sample, _: Option<u32>) {}
     fn in_flight(&self) -> Option<Box<dyn Send>> {
         self.0.fetch_add(1, Ordering::Relaxed);
         None

@@ -668,6 +668,7 @@ impl Observer for Feed {
         target: &config::Target,
         workload: &config::Workload,
         sample: &llmprobe::stats::sample::Sample,
+        _concurrency: Option<u32>,
     ) {
         self.0
             .observe_request(&target.name, &target.model, &workload.name, sample);

@@ -828,6 +828,7 @@ const KNOWN_METRICS: &[&str] = &[
     "llmprobe_sweeps_postponed_total",
     "llmprobe_sweeps_total",
     "llmprobe_in_flight_requests",
+    "llmprobe_otlp_dropped_data_points_total",
     "llmprobe_gateway_configured_max_in_flight",
     "llmprobe_target_slo_p95_latency_seconds",
     "llmprobe_target_slo_max_shed_ratio",

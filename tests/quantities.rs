@@ -1,13 +1,16 @@
 //! The quantities a level reports are one list (`Quantity::ALL`): every
 //! quantity of it appears in every output, under the name the list gives it
 //! there: its family on `/metrics`, its field in the JSON, its headings in
-//! the terminal table, its chart (title and series) in the HTML report.
+//! the terminal table, its chart (title and series) in the HTML report, its
+//! gauge in what the OTLP sink sends.
 
+use llmprobe::config::Temporality;
 use llmprobe::faces::html::page;
 use llmprobe::faces::html::settings::Settings;
 use llmprobe::faces::json::{self, Document};
 use llmprobe::faces::text;
 use llmprobe::metrics::Metrics;
+use llmprobe::sinks::otlp::{aggregate::Aggregator, encode, gauges};
 use llmprobe::stats::quantity::{Quantity, Reading};
 use llmprobe::stats::report::{Percentiles, SweepReport};
 
@@ -59,6 +62,12 @@ fn every_quantity_is_in_every_output() {
         &Document::new(vec![report.clone()], vec![]),
         &Settings::new(),
     );
+    let mut otlp = Aggregator::new(0);
+    for w in &report.workloads {
+        otlp.set_round(&report.target, &w.workload, 1, gauges::round(&report, w));
+    }
+    let body = encode::export_request(&otlp.collect(Temporality::Cumulative, 2));
+    let otlp = String::from_utf8_lossy(&body);
 
     for q in Quantity::ALL {
         let spec = q.spec();
@@ -93,6 +102,11 @@ fn every_quantity_is_in_every_output() {
             let attr = format!("data-series=\"{key}\"");
             assert!(html.contains(&attr), "{q:?}: no {attr} in the HTML");
         }
+        let gauge = gauges::quantity_name(q);
+        assert!(
+            otlp.contains(&gauge),
+            "{q:?}: no {gauge} in the OTLP export"
+        );
     }
 }
 

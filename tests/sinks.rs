@@ -40,7 +40,7 @@ impl Sink for Recorder {
     fn target_started(&self, target: &Target) {
         self.push(format!("started {}", target.name));
     }
-    fn request(&self, _target: &Target, _workload: &Workload, sample: &Sample) {
+    fn request(&self, _target: &Target, _workload: &Workload, sample: &Sample, _: Option<u32>) {
         self.requests.fetch_add(1, Ordering::SeqCst);
         if sample.outcome == Outcome::Ok {
             self.ok.fetch_add(1, Ordering::SeqCst);
@@ -237,6 +237,7 @@ async fn a_sink_rebuilt_on_reload_takes_the_running_loops_next_rounds() {
     // Only the log's settings change: it alone is rebuilt, off.
     let quiet = SinkSettings {
         log: LogSink { rounds: false },
+        ..Default::default()
     };
     assert_eq!(sinks.configure(&quiet), ["log"]);
     // A round handed out before the change may still be logged; every

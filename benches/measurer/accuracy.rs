@@ -53,7 +53,7 @@ impl Collect {
 }
 
 impl Observer for Collect {
-    fn request(&self, _: &Target, _: &Workload, sample: &Sample) {
+    fn request(&self, _: &Target, _: &Workload, sample: &Sample, _: Option<u32>) {
         let mut levels = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(level) = levels.last_mut() {
             level.samples.push(sample.clone());

@@ -26,6 +26,12 @@ pub const ENABLE_RELOAD: bool = true;
 
 /// Whether the log sink writes a line per finished round.
 pub const LOG_ROUNDS: bool = true;
+/// `sinks.otlp.protocol`: the only transport built.
+pub const OTLP_PROTOCOL: &str = "http/protobuf";
+/// `sinks.otlp.interval`: between two exports (the OpenTelemetry SDKs' default).
+pub const OTLP_INTERVAL: Duration = Duration::from_secs(60);
+/// `sinks.otlp.timeout`: limit on one export request (the SDKs' default).
+pub const OTLP_TIMEOUT: Duration = Duration::from_secs(10);
 
 // `state_dir:`.
 

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::defaults;
 use super::keys::per_target_keys;
 use super::simulator::SimConfig;
-use super::sinks::SinkSettings;
+use super::sinks::SinksFile;
 use super::values::{Percent, PrefixCache};
 
 /// The configuration file as written.
@@ -41,7 +41,7 @@ pub struct FileConfig {
     pub web: WebFile,
     /// Each export sink's own settings.
     #[serde(default)]
-    pub sinks: SinkSettings,
+    pub sinks: SinksFile,
     /// Targets discovered from Prometheus `file_sd` files.
     #[serde(default)]
     pub file_sd: Option<FileSdFile>,

@@ -61,7 +61,7 @@ pub use load::{decode, load, load_with};
 pub use probe::ProbeSettings;
 pub use resolve::{resolve, resolve_with};
 pub use resolved::*;
-pub use sinks::{LogSink, SinkSettings};
+pub use sinks::{HeaderValue, LogSink, OtlpSink, SinkSettings, Temporality};
 pub use sustained::{Arrivals, SustainedSearch};
 pub use target::{resolve_target, Context};
 pub use template::target_file;

@@ -15,6 +15,7 @@ use super::file::FileConfig;
 use super::fleet::resolve_fleet;
 use super::pairs::resolve_gateway_pairs;
 use super::resolved::{Config, Schedule};
+use super::sinks::resolve_sinks;
 use super::target::{check_levels_within_cap, resolve_target, Context};
 use super::tls::Checks;
 use super::web::resolve_web;
@@ -127,6 +128,8 @@ pub fn resolve_with(
 
     let fleet = resolve_fleet(&file, base_dir, &workloads, env, checks, &mut bad);
 
+    let sinks = resolve_sinks(&file.sinks, env, &mut bad);
+
     let state_dir = resolve_state_dir(file.state_dir.as_deref(), base_dir, env, &mut bad);
 
     if file.targets.is_empty() && file.file_sd.is_none() && !file.allow_empty {
@@ -151,7 +154,7 @@ pub fn resolve_with(
             targets,
             gateway_pairs,
             web,
-            sinks: file.sinks.clone(),
+            sinks,
             fleet,
             state_dir,
         })

@@ -68,6 +68,20 @@ pub fn explain(config: &Config) -> String {
             "no log line per round (sinks.log.rounds: false)"
         }
     );
+    if let Some(otlp) = &config.sinks.otlp {
+        // Header names only: their values may be secrets.
+        let headers: Vec<&str> = otlp.headers.iter().map(|(n, _)| n.as_str()).collect();
+        let _ = writeln!(
+            out,
+            "otlp: GenAI client histograms and llmprobe gauges to {} every {} ({} temporality, timeout {}{}{})",
+            otlp.endpoint,
+            humantime::format_duration(otlp.interval),
+            otlp.temporality.as_str(),
+            humantime::format_duration(otlp.timeout),
+            if headers.is_empty() { "" } else { ", headers " },
+            headers.join(", ")
+        );
+    }
     let _ = match &config.state_dir {
         Some(dir) => writeln!(
             out,

@@ -1,5 +1,6 @@
 //! The daemon's own state: sweeps finished and postponed per target,
-//! requests in flight, configuration reloads, and the build.
+//! requests in flight, configuration reloads, the OTLP exporter's drops,
+//! and the build.
 
 use prometheus::{Gauge, IntCounterVec, IntGauge, Opts, Registry};
 
@@ -13,6 +14,8 @@ pub(super) struct DaemonState {
     in_flight: IntGauge,
     reload_successful: IntGauge,
     reload_timestamp: Gauge,
+    /// No labels: its one series exists once the OTLP sink is built.
+    otlp_dropped: IntCounterVec,
 }
 
 /// Counts one request in `llmprobe_in_flight_requests` until dropped, so a
@@ -52,6 +55,7 @@ impl DaemonState {
             in_flight: gauge(registry, &names::IN_FLIGHT)?,
             reload_successful: gauge(registry, &names::RELOAD_SUCCESSFUL)?,
             reload_timestamp,
+            otlp_dropped: counter(registry, &names::OTLP_DROPPED)?,
         };
         registry.register(Box::new(state.reload_timestamp.clone()))?;
         state.reload_successful.set(1);
@@ -109,6 +113,18 @@ impl DaemonState {
         self.reload_successful.set(i64::from(ok));
         if ok {
             self.reload_timestamp.set(now_unix);
+        }
+    }
+
+    /// Creates the OTLP drop counter at zero (the sink is on).
+    pub(super) fn otlp_started(&self) {
+        let _ = self.otlp_dropped.get_metric_with_label_values::<&str>(&[]);
+    }
+
+    /// Counts `points` OTLP data points dropped.
+    pub(super) fn otlp_dropped(&self, points: u64) {
+        if let Ok(c) = self.otlp_dropped.get_metric_with_label_values::<&str>(&[]) {
+            c.inc_by(points);
         }
     }
 

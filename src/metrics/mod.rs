@@ -162,6 +162,17 @@ impl Metrics {
         self.daemon.sweep_postponed(target);
     }
 
+    /// Exports `llmprobe_otlp_dropped_data_points_total` (at zero until
+    /// counted): the OTLP sink is on.
+    pub fn otlp_started(&self) {
+        self.daemon.otlp_started();
+    }
+
+    /// Counts `points` data points the OTLP exporter did not deliver.
+    pub fn otlp_dropped(&self, points: u64) {
+        self.daemon.otlp_dropped(points);
+    }
+
     /// Counts one request in flight until the returned guard is dropped.
     pub fn request_in_flight(&self) -> InFlightGuard {
         self.daemon.request_in_flight()

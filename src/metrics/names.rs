@@ -108,6 +108,12 @@ pub const IN_FLIGHT: Spec = Spec {
     help: "Benchmark requests in flight across all targets.",
     labels: NONE,
 };
+/// Counter of OTLP data points never delivered.
+pub const OTLP_DROPPED: Spec = Spec {
+    name: "llmprobe_otlp_dropped_data_points_total",
+    help: "Data points the OTLP sink did not deliver: an export the collector refused, or one left waiting for a retry when a newer one replaced it (cumulative: the newer one carries the same totals) or the queue was full (delta). Present only while sinks.otlp is configured.",
+    labels: NONE,
+};
 /// Always 1; its one label is constant.
 pub const BUILD_INFO: Spec = Spec {
     name: "llmprobe_build_info",

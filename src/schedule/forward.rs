@@ -31,8 +31,14 @@ impl ToSinks {
 }
 
 impl Observer for ToSinks {
-    fn request(&self, target: &Target, workload: &Workload, sample: &Sample) {
-        self.sinks.request(target, workload, sample);
+    fn request(
+        &self,
+        target: &Target,
+        workload: &Workload,
+        sample: &Sample,
+        concurrency: Option<u32>,
+    ) {
+        self.sinks.request(target, workload, sample, concurrency);
     }
 
     fn level_finished(&self, target: &Target, workload: &Workload, level: &LevelSummary) {

@@ -10,6 +10,7 @@
 
 pub mod index_page;
 pub mod log;
+pub mod otlp;
 pub mod prometheus;
 mod sink;
 
@@ -46,7 +47,7 @@ struct Kind {
 /// Every sink the daemon builds, in the order they are called. A new sink
 /// is its file, its entry here, and its section of `sinks:` when it has
 /// settings.
-const KINDS: [Kind; 3] = [
+const KINDS: [Kind; 4] = [
     Kind {
         name: "log",
         changed: |old, new| old.log != new.log,
@@ -61,6 +62,11 @@ const KINDS: [Kind; 3] = [
         name: "index_page",
         changed: |_, _| false,
         build: |_, shared| Some(Arc::new(index_page::IndexPage(shared.statuses.clone()))),
+    },
+    Kind {
+        name: "otlp",
+        changed: |old, new| old.otlp != new.otlp,
+        build: |settings, shared| otlp::Otlp::build(settings.otlp.as_ref(), &shared.metrics),
     },
 ];
 
@@ -184,8 +190,14 @@ impl Sinks {
     }
 
     /// See [`Sink::request`].
-    pub fn request(&self, target: &Target, workload: &Workload, sample: &Sample) {
-        self.each(|s| s.request(target, workload, sample));
+    pub fn request(
+        &self,
+        target: &Target,
+        workload: &Workload,
+        sample: &Sample,
+        concurrency: Option<u32>,
+    ) {
+        self.each(|s| s.request(target, workload, sample, concurrency));
     }
 
     /// See [`Sink::level`].
@@ -259,6 +271,7 @@ mod tests {
         // Only the log's section changed: the log sink alone, off now.
         let quiet = SinkSettings {
             log: LogSink { rounds: false },
+            ..Default::default()
         };
         assert_eq!(sinks.configure(&quiet), ["log"]);
         let after = built(&clone);
@@ -273,11 +286,37 @@ mod tests {
         assert!(same(&before[1], &again[1]) && same(&before[2], &again[2]));
     }
 
+    #[tokio::test]
+    async fn a_changed_otlp_section_rebuilds_the_otlp_sink_alone() {
+        let settings = SinkSettings::default();
+        let sinks = Sinks::standard(&settings, shared());
+        let before = built(&sinks);
+        assert!(before[3].is_none(), "off unless configured");
+        let on = SinkSettings {
+            otlp: Some(crate::config::OtlpSink {
+                endpoint: "http://127.0.0.1:9/v1/metrics".into(),
+                interval: std::time::Duration::from_secs(60),
+                timeout: std::time::Duration::from_secs(1),
+                temporality: crate::config::Temporality::Cumulative,
+                headers: Vec::new(),
+            }),
+            ..Default::default()
+        };
+        assert_eq!(sinks.configure(&on), ["otlp"]);
+        let after = built(&sinks);
+        assert!(after[3].is_some());
+        assert!((0..3).all(|i| same(&before[i], &after[i])));
+        // The same section again: nothing rebuilt.
+        assert!(sinks.configure(&on).is_empty());
+        assert!(same(&after[3], &built(&sinks)[3]));
+    }
+
     #[test]
     fn a_list_given_whole_is_never_rebuilt() {
         let sinks = Sinks::of(vec![Arc::new(log::Log)]);
         let quiet = SinkSettings {
             log: LogSink { rounds: false },
+            ..Default::default()
         };
         assert!(sinks.configure(&quiet).is_empty());
         assert_eq!(sinks.0.read().unwrap().all.len(), 1);

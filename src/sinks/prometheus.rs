@@ -32,7 +32,7 @@ impl Sink for Prometheus {
         self.0.target_started(&target.name);
     }
 
-    fn request(&self, target: &Target, workload: &Workload, sample: &Sample) {
+    fn request(&self, target: &Target, workload: &Workload, sample: &Sample, _: Option<u32>) {
         self.0
             .observe_request(&target.name, &target.model, &workload.name, sample);
     }

@@ -17,9 +17,18 @@ pub trait Sink: Send + Sync {
     fn target_announced(&self, _target: &Target) {}
     /// A target's server was reached: what is known before the first sweep.
     fn target_started(&self, _target: &Target) {}
-    /// A measured (counted) request ended, of a sweep or a gateway pair;
-    /// called on the sweep's task, so it must not block.
-    fn request(&self, _target: &Target, _workload: &Workload, _sample: &Sample) {}
+    /// A measured (counted) request ended, of a sweep or a gateway pair,
+    /// sent with `concurrency` requests kept in flight (None: an open-loop
+    /// step, whose arrivals follow a rate); called on the sweep's task, so
+    /// it must not block.
+    fn request(
+        &self,
+        _target: &Target,
+        _workload: &Workload,
+        _sample: &Sample,
+        _concurrency: Option<u32>,
+    ) {
+    }
     /// A level of a target's sweep finished (before the sweep does).
     fn level(&self, _target: &Target, _workload: &Workload, _level: &LevelSummary) {}
     /// A probe between sweeps of a target finished, was skipped, or probes

@@ -148,7 +148,14 @@ impl Run {
                         break;
                     }
                     let placed = requests
-                        .send_placed(&env, &cancel, i, pass == Pass::Counted, pass == Pass::Pool)
+                        .send_placed(
+                            &env,
+                            &cancel,
+                            i,
+                            pass == Pass::Counted,
+                            pass == Pass::Pool,
+                            Some(concurrency),
+                        )
                         .await;
                     if let Some(j) = &judge {
                         j.record(&placed.sample);

@@ -14,8 +14,16 @@ use crate::stats::sample::Sample;
 /// Receives what a sweep does as it happens: the daemon's loops forward it
 /// to the sinks, the one-shot sweep draws its progress line.
 pub trait Observer: Send + Sync {
-    /// A measured (counted) request.
-    fn request(&self, _target: &Target, _workload: &Workload, _sample: &Sample) {}
+    /// A measured (counted) request, sent with `concurrency` requests kept
+    /// in flight (None: an open-loop step).
+    fn request(
+        &self,
+        _target: &Target,
+        _workload: &Workload,
+        _sample: &Sample,
+        _concurrency: Option<u32>,
+    ) {
+    }
     /// A level is about to start.
     fn level_started(
         &self,

@@ -79,7 +79,7 @@ async fn batch(
     let mut tasks = tokio::task::JoinSet::new();
     for k in 0..u64::from(n) {
         let (env, cancel, side) = (env.clone(), cancel.clone(), side.clone());
-        tasks.spawn(async move { side.send(&env, &cancel, first + k, counted).await });
+        tasks.spawn(async move { side.send(&env, &cancel, first + k, counted, n).await });
     }
     let mut samples = Vec::with_capacity(n as usize);
     while let Some(joined) = tasks.join_next().await {

@@ -69,7 +69,7 @@ pub(crate) async fn run_step(run: &Run, step: Step<'_>) -> StepMeasure {
         let at = *at;
         tasks.spawn(async move {
             let placed = requests
-                .send_placed(&env, &cancel, index as u64, counted, false)
+                .send_placed(&env, &cancel, index as u64, counted, false, None)
                 .await;
             in_flight.fetch_sub(1, Ordering::SeqCst);
             // The lag of the actual send: the dispatcher's wake-up and the

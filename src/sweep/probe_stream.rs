@@ -211,7 +211,7 @@ async fn probe_once(
     lane.probing.store(true, Ordering::SeqCst);
     let idle = lane.idle_at(Instant::now());
     let placed = requests
-        .send_placed(env, &env.cancel, i, false, false)
+        .send_placed(env, &env.cancel, i, false, false, None)
         .await;
     lane.probing.store(false, Ordering::SeqCst);
     lane.ended_now();

@@ -83,26 +83,32 @@ impl Requests {
 
     /// Sends request number `i` once it has a place in the global cap, and
     /// returns its sample with the time it ended; None when cancelled while
-    /// waiting. `counted` requests reach the observer.
+    /// waiting. `counted` requests reach the observer, sent among
+    /// `concurrency` in flight.
     pub(crate) async fn send(
         &self,
         env: &SweepEnv,
         cancel: &CancellationToken,
         i: u64,
         counted: bool,
+        concurrency: u32,
     ) -> Option<(Sample, Instant)> {
         // Waiting for the global cap is not latency: the clock starts in `measure`.
         let permit = tokio::select! {
             p = env.in_flight.acquire() => p.ok()?,
             _ = cancel.cancelled() => return None,
         };
-        let placed = self.send_placed(env, cancel, i, counted, false).await;
+        let placed = self
+            .send_placed(env, cancel, i, counted, false, Some(concurrency))
+            .await;
         drop(permit);
         Some((placed.sample, placed.freed))
     }
 
     /// Sends request number `i` (prompts round robin) from a place the
     /// caller holds; `pool` ones open connections with a one-token answer.
+    /// `concurrency` is what the observer is told of the load it was sent
+    /// under (None: an open-loop step).
     pub(crate) async fn send_placed(
         &self,
         env: &SweepEnv,
@@ -110,6 +116,7 @@ impl Requests {
         i: u64,
         counted: bool,
         pool: bool,
+        concurrency: Option<u32>,
     ) -> Placed {
         let counted_in_flight = env.observer.in_flight();
         let bodies = if pool { &self.pool } else { &self.bodies };
@@ -128,7 +135,8 @@ impl Requests {
         let freed = Instant::now();
         drop(counted_in_flight);
         if counted {
-            env.observer.request(&self.target, &self.workload, &sample);
+            env.observer
+                .request(&self.target, &self.workload, &sample, concurrency);
         }
         Placed {
             sample,
