@@ -27,7 +27,8 @@ pub struct Cli {
 pub enum Command {
     /// Run the daemon: scheduled sweeps, /metrics for Prometheus.
     Run,
-    /// Run one sweep of each target now and print the results.
+    /// Run one sweep of each target now and print the results; exit 2 when a
+    /// sweep failed, 3 when a setup mistake (key, model, URL, TLS, DNS) stopped one.
     Sweep {
         /// Only these targets (repeatable).
         #[arg(long = "target")]

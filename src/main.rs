@@ -100,10 +100,18 @@ fn print_out(text: &str) -> anyhow::Result<()> {
     }
 }
 
+/// Exit status of `sweep` when a sweep or a pair failed.
+const EXIT_SWEEP_FAILED: u8 = 2;
+
+/// Exit status of `sweep` when a setup mistake stopped a sweep (wins over
+/// [`EXIT_SWEEP_FAILED`]: it is what to fix first).
+const EXIT_SETUP_ERROR: u8 = 3;
+
 /// `llmprobe sweep`: every selected target swept once, then every selected
-/// gateway pair measured once, the results written as `format`; exit 2
-/// when a sweep or a pair failed. With `state`, each target starts from
-/// the daemon's saved state there (read only).
+/// gateway pair measured once, the results written as `format`; exit 3
+/// when a setup mistake stopped a sweep (one line each on standard error),
+/// else 2 when a sweep or a pair failed. With `state`, each target starts
+/// from the daemon's saved state there (read only).
 async fn sweep(
     path: &Path,
     targets: &[String],
@@ -135,6 +143,14 @@ async fn sweep(
         Progress.done();
     }
     let all_ok = reports.iter().all(|r| r.success) && pairs.iter().all(|p| p.success);
+    let mut setup_errors = false;
+    for (r, e) in reports
+        .iter()
+        .filter_map(|r| Some((r, r.setup_error.as_ref()?)))
+    {
+        eprintln!("{}: {}", r.target, e.message);
+        setup_errors = true;
+    }
     let doc = Document::new(reports, pairs);
     let text = match format {
         Format::Table => format!(
@@ -149,10 +165,12 @@ async fn sweep(
         }
     };
     emit(&text, output)?;
-    Ok(if all_ok {
+    Ok(if setup_errors {
+        ExitCode::from(EXIT_SETUP_ERROR)
+    } else if all_ok {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(2)
+        ExitCode::from(EXIT_SWEEP_FAILED)
     })
 }
 

@@ -13,6 +13,7 @@ mod open_loop;
 pub mod output_limit;
 pub mod refine;
 mod requests;
+mod setup_check;
 pub(crate) mod signals;
 pub mod sustained;
 mod timing;
@@ -30,9 +31,11 @@ use crate::stats::evidence::{self, Evidence};
 use crate::stats::level;
 use crate::stats::limit;
 use crate::stats::report::{
-    Basis, Counts, Decision, FoundIn, LevelSummary, SweepKind, SweepReport, Verdict, WorkloadReport,
+    Basis, Counts, Decision, FoundIn, LevelSummary, Setup, SweepKind, SweepReport, Verdict,
+    WorkloadReport,
 };
 use crate::stats::sample::{Outcome, ReasoningFields};
+use crate::stats::setup_error::SetupError;
 use crate::stats::verdict::{self, Breach, Tally};
 use crate::sweep::ladder::{Ladder, WarmStart};
 use closed_loop::Pass;
@@ -144,6 +147,7 @@ pub async fn run_after(
     );
     let mut checked = 0;
     let mut error = None;
+    let mut setup_error: Option<SetupError> = None;
     // Levels measured on another server (or model) say nothing of this one.
     let good = prior
         .good
@@ -184,6 +188,7 @@ pub async fn run_after(
                         earlier,
                         &pool,
                         server.as_ref(),
+                        &setup,
                     );
                     let measured = run.await;
                     checked += watch.as_ref().map_or(0, |w| w.bounded());
@@ -192,7 +197,12 @@ pub async fn run_after(
                             workloads.push(report);
                             break;
                         }
-                        Err(unbounded) => unbounded,
+                        Err(Stop::Unbounded(why, found_in)) => (why, found_in),
+                        // Every other workload would fail alike: the sweep ends.
+                        Err(Stop::Setup(e)) => {
+                            setup_error = Some(e);
+                            return;
+                        }
                     };
                     let left = choice.field();
                     match choice.unbounded(why, found_in, limit) {
@@ -231,7 +241,9 @@ pub async fn run_after(
     }
     cancel.cancel();
     timer.abort();
-    let error = if limit_hit.load(Ordering::SeqCst) {
+    let error = if let Some(e) = &setup_error {
+        Some(e.message.clone())
+    } else if limit_hit.load(Ordering::SeqCst) {
         Some(ending.time_limit_text())
     } else if env.cancel.is_cancelled() {
         Some("sweep cancelled".to_string())
@@ -257,6 +269,7 @@ pub async fn run_after(
         model: target.model.clone(),
         success: error.is_none(),
         error,
+        setup_error,
         duration_seconds: started.elapsed().as_secs_f64(),
         finished_at_unix_seconds: unix_now(),
         setup,
@@ -305,9 +318,17 @@ fn unreachable_error(workloads: &[WorkloadReport]) -> Option<String> {
     }
 }
 
-/// Runs one workload: warm-up, then its levels. Err: an answer showed that
-/// the field sent does not bound the output (why, and in which answers),
-/// and the workload is abandoned where it was.
+/// Why a workload was abandoned where it was.
+enum Stop {
+    /// An answer showed that the field sent does not bound the output (why,
+    /// and in which answers).
+    Unbounded(String, FoundIn),
+    /// Every request of the warm-up (or of the first level) failed with the
+    /// same setup mistake: nothing was measured, nothing will be.
+    Setup(SetupError),
+}
+
+/// Runs one workload: warm-up, then its levels; Err: why it was abandoned.
 // The workload's own inputs and the two things its loop knows (the last good
 // sweep's levels, the pooled evidence): grouping them would only rename them.
 #[allow(clippy::too_many_arguments)]
@@ -321,7 +342,8 @@ async fn run_workload(
     earlier: Option<Earlier<'_>>,
     pool: &(dyn Fn(u32) -> evidence::Prior + Sync),
     server: Option<&signals::Watch>,
-) -> Result<WorkloadReport, (String, FoundIn)> {
+    setup: &Setup,
+) -> Result<WorkloadReport, Stop> {
     let requests = Arc::new(requests);
     let target = requests.target.clone();
     let workload = requests.workload.clone();
@@ -336,16 +358,22 @@ async fn run_workload(
     // Warm-up opens connections and wakes caches; its samples are dropped
     // (its answers are judged against the output limit all the same).
     let first_level = target.levels.first().copied().unwrap_or(1);
+    // The first requests that were sent, warm-up's or the first level's,
+    // say whether the setup lets any through (stats::setup_error).
+    let mut first_judged = false;
     if target.warmup_requests > 0 {
         let c = target.warmup_requests.min(first_level.max(1));
         if let Ok(places) = run.hold_places(c, target.request_timeout).await {
-            run.level(c, u64::from(target.warmup_requests), Pass::Warm, None)
+            let warm = run
+                .level(c, u64::from(target.warmup_requests), Pass::Warm, None)
                 .await;
             drop(places);
+            setup_check::first(&mut first_judged, &run.requests, setup, &warm.samples)
+                .map_err(Stop::Setup)?;
         }
     }
     if let Some(why) = unbounded() {
-        return Err((why, FoundIn::WarmUp));
+        return Err(Stop::Unbounded(why, FoundIn::WarmUp));
     }
 
     // Which level comes next: the configured ones from the lowest (a warm
@@ -406,7 +434,7 @@ async fn run_workload(
         run.level(concurrency, u64::from(concurrency), Pass::Pool, None)
             .await;
         if let Some(why) = unbounded() {
-            return Err((why, FoundIn::Pool));
+            return Err(Stop::Unbounded(why, FoundIn::Pool));
         }
         env.observer
             .level_started(&target, &workload, concurrency, n);
@@ -414,12 +442,19 @@ async fn run_workload(
         let reading = server.map(signals::Watch::start);
         let judged = judge_level(&run, &target, concurrency, n, &pooled).await;
         drop(places);
+        setup_check::first(
+            &mut first_judged,
+            &run.requests,
+            setup,
+            &judged.measured.samples,
+        )
+        .map_err(Stop::Setup)?;
         let server_signals = match reading {
             Some(r) => Some(r.finish().await),
             None => None,
         };
         if let Some(why) = unbounded() {
-            return Err((why, FoundIn::Counted));
+            return Err(Stop::Unbounded(why, FoundIn::Counted));
         }
         if cancel.is_cancelled() {
             not_measured = Some(format!(
