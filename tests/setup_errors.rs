@@ -105,18 +105,12 @@ async fn sweep_exits_3_with_a_line_naming_what_is_wrong() {
         let out = output(command).await;
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(3), "{case}: {stderr}");
-        let line = stderr
-            .lines()
-            .find(|l| l.starts_with("w: setup error"))
-            .unwrap_or_else(|| panic!("{case}: no setup error line in {stderr}"));
-        for word in words {
-            assert!(line.contains(word), "{case}: {word:?} not in {line}");
-        }
-        assert!(
-            !line.contains("wrong-but-long-key"),
-            "{case}: the key shown: {line}"
-        );
+        setup_line(case, &stderr, words);
         let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !stderr.contains(KEY) && !stdout.contains(KEY),
+            "{case}: the key shown"
+        );
         assert!(!stdout.contains("knee: 0"), "{case}: {stdout}");
         // The warm-up's one request said it all: no level was climbed.
         assert_eq!(
@@ -125,6 +119,59 @@ async fn sweep_exits_3_with_a_line_naming_what_is_wrong() {
             "{case}: {:?}",
             server.requests()
         );
+    }
+}
+
+/// The line of `stderr` about target `w`'s setup error, holding every word.
+fn setup_line(case: &str, stderr: &str, words: &[&str]) {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("w: setup error"))
+        .unwrap_or_else(|| panic!("{case}: no setup error line in {stderr}"));
+    for word in words {
+        assert!(line.contains(word), "{case}: {word:?} not in {line}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_and_dns_failures_are_setup_errors_and_a_refused_connection_is_not() {
+    // TLS spoken to a plain HTTP port: it answers in plain text at once.
+    let plain = raw::start(|mut c| async move {
+        c.write(response("400 Bad Request", &[], "plain HTTP here"))
+            .await;
+    })
+    .await;
+    let cases: [(&str, String, i32, &[&str]); 3] = [
+        (
+            "tls",
+            format!("https://{}/v1", plain.addr),
+            3,
+            &[
+                "setup error (tls)",
+                "the TLS handshake failed",
+                "the connection failed:",
+            ],
+        ),
+        (
+            "dns",
+            "http://no-such-host.invalid/v1".to_string(),
+            3,
+            &["setup error (dns)", "does not resolve"],
+        ),
+        // Nothing listening: the server is down, not misconfigured.
+        ("refused", support::ports::refusing_base_url(), 2, &[]),
+    ];
+    for (case, base_url, code, words) in cases {
+        let mut command = llmprobe();
+        command.arg("--config").arg(config(&base_url)).arg("sweep");
+        let out = output(command).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{case}: {stderr}");
+        if words.is_empty() {
+            assert!(!stderr.contains("setup error"), "{case}: {stderr}");
+        } else {
+            setup_line(case, &stderr, words);
+        }
     }
 }
 

@@ -77,8 +77,18 @@ const MODEL_NOT_FOUND: [&str; 5] = [
     "unknown model",
 ];
 
-/// Phrases of a failed TLS handshake in a connection error's text.
-const TLS_FAILED: [&str; 5] = ["certificate", "tls", "ssl", "handshake", "unknownissuer"];
+/// Phrases of a failed TLS handshake in a connection error's text (rustls's
+/// own words: "received corrupt message" is TLS spoken to a plain HTTP port).
+const TLS_FAILED: [&str; 8] = [
+    "certificate",
+    "tls",
+    "ssl",
+    "handshake",
+    "received corrupt message",
+    "received fatal alert",
+    "peer is incompatible",
+    "peer misbehaved",
+];
 
 /// Phrases of a failed name lookup in a connection error's text.
 const DNS_FAILED: [&str; 5] = [
@@ -159,17 +169,20 @@ fn line(cause: Cause, said: &str, c: &Context<'_>) -> String {
             };
             format!("no API at {}{hint}: check `base_url` and `api`", c.url)
         }
-        Cause::Tls => "the TLS handshake failed: check `base_url`'s scheme and host, \
-                       and `tls.ca_file` for a private CA"
+        Cause::Tls => "the TLS handshake failed: check `base_url`'s scheme (https to a plain \
+                       HTTP port?) and host, `ca_file` for a private CA, `cert_file` and \
+                       `key_file` for a client certificate"
             .to_string(),
         Cause::Dns => {
             "the host name of `base_url` does not resolve: check its spelling and DNS".to_string()
         }
     };
-    format!(
-        "setup error ({}): {what}; the server said: {said}",
-        cause.as_str()
-    )
+    // A TLS or DNS failure is the client's own error: no server spoke.
+    let who = match cause {
+        Cause::Tls | Cause::Dns => "the connection failed",
+        _ => "the server said",
+    };
+    format!("setup error ({}): {what}; {who}: {said}", cause.as_str())
 }
 
 #[cfg(test)]
@@ -224,6 +237,11 @@ mod tests {
             ),
             (
                 connect("client error (Connect): invalid peer certificate: UnknownIssuer"),
+                None,
+                Some(Cause::Tls),
+            ),
+            (
+                connect("error sending request: client error (Connect): received corrupt message of type InvalidContentType"),
                 None,
                 Some(Cause::Tls),
             ),
