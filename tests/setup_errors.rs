@@ -266,3 +266,40 @@ async fn the_daemon_exports_a_failed_sweep_with_its_cause_and_no_knee() {
     assert!(page.contains("refused the API key"), "{page}");
     daemon.stop().await;
 }
+
+#[test]
+fn a_setup_error_leaves_the_loops_memory_as_it_was() {
+    use llmprobe::schedule::memory::Memory;
+    use llmprobe::stats::report::SweepReport;
+    use llmprobe::stats::setup_error::{Cause, SetupError};
+    let target = support::config::load(
+        &Yaml {
+            rest: "targets:\n  - name: w\n    base_url: http://127.0.0.1:9/v1\n    model: x",
+            ..Yaml::default()
+        }
+        .render(),
+    )
+    .targets[0]
+        .clone();
+    let mut memory = Memory::new(&target);
+    let setup_error = SetupError {
+        cause: Cause::Key,
+        message: "setup error (key)".to_string(),
+    };
+    memory.record(std::sync::Arc::new(SweepReport {
+        target: "w".to_string(),
+        kind: Default::default(),
+        model: "x".to_string(),
+        success: false,
+        error: Some(setup_error.message.clone()),
+        setup_error: Some(setup_error),
+        duration_seconds: 0.1,
+        finished_at_unix_seconds: 1_700_000_000.0,
+        setup: Default::default(),
+        output_limit: Default::default(),
+        server_metrics: Default::default(),
+        workloads: Vec::new(),
+    }));
+    // Its output-limit field and server identity would be the wrong key's.
+    assert!(memory.saved().latest.is_none());
+}
