@@ -368,6 +368,11 @@ async fn run_workload(
                 .level(c, u64::from(target.warmup_requests), Pass::Warm, None)
                 .await;
             drop(places);
+            // A field the server refuses is found first: the workload
+            // starts again with the next one, which may well be accepted.
+            if let Some(why) = unbounded() {
+                return Err(Stop::Unbounded(why, FoundIn::WarmUp));
+            }
             setup_check::first(&mut first_judged, &run.requests, setup, &warm.samples)
                 .map_err(Stop::Setup)?;
         }
@@ -442,13 +447,6 @@ async fn run_workload(
         let reading = server.map(signals::Watch::start);
         let judged = judge_level(&run, &target, concurrency, n, &pooled).await;
         drop(places);
-        setup_check::first(
-            &mut first_judged,
-            &run.requests,
-            setup,
-            &judged.measured.samples,
-        )
-        .map_err(Stop::Setup)?;
         let server_signals = match reading {
             Some(r) => Some(r.finish().await),
             None => None,
@@ -456,6 +454,13 @@ async fn run_workload(
         if let Some(why) = unbounded() {
             return Err(Stop::Unbounded(why, FoundIn::Counted));
         }
+        setup_check::first(
+            &mut first_judged,
+            &run.requests,
+            setup,
+            &judged.measured.samples,
+        )
+        .map_err(Stop::Setup)?;
         if cancel.is_cancelled() {
             not_measured = Some(format!(
                 "concurrency {concurrency} not completed: {}",
