@@ -14,8 +14,9 @@ use std::sync::Arc;
 use llmprobe::faces::json::Document;
 use llmprobe::faces::progress::{self, Progress};
 use llmprobe::faces::{explain, html, text};
-use llmprobe::sweep::{NoObserver, Observer};
-use llmprobe::{config, schedule, signals};
+use llmprobe::probe::tls::Clients;
+use llmprobe::sweep::{NoObserver, Observer, SweepEnv};
+use llmprobe::{config, faces, schedule, signals, sweep};
 
 fn init_tracing(format: LogFormat, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -39,7 +40,7 @@ fn main() -> ExitCode {
     let quiet = matches!(
         cli.command,
         Some(Command::Sweep { .. })
-            | Some(Command::CheckConfig)
+            | Some(Command::CheckConfig { .. })
             | Some(Command::Report { .. })
             | Some(Command::GenerateDocs { .. })
     );
@@ -174,15 +175,52 @@ async fn sweep(
     })
 }
 
+/// `check-config --online`: each target's server asked (discovered ones
+/// too, this instance's shard, as `sweep` does), one line each; exit 3 when
+/// one is not ready to be swept.
+async fn check_online(config: &config::Config) -> anyhow::Result<ExitCode> {
+    let config = llmprobe::fleet::view_once(config);
+    let env = SweepEnv::new(
+        Clients::of(&config).map_err(anyhow::Error::msg)?,
+        config.schedule.max_in_flight_total,
+        CancellationToken::new(),
+        Arc::new(NoObserver),
+    );
+    let mut all_ready = true;
+    print_out("online:\n")?;
+    for target in &config.targets {
+        let line = match schedule::endpoint::reach(target).await {
+            Ok(at) => {
+                let online = sweep::online::check(&env, target, &at.base_url).await;
+                all_ready &= online.ready();
+                faces::online::line(target, &online, config.schedule.sweep_timeout)
+            }
+            Err(e) => {
+                all_ready = false;
+                format!("{}: cannot reach: {e}", target.name)
+            }
+        };
+        print_out(&format!("{line}\n"))?;
+    }
+    Ok(if all_ready {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_SETUP_ERROR)
+    })
+}
+
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     // `report` reads a configuration only when one is named: the default
     // one need not be what produced the results.
     let given_config = cli.config.clone();
     let path = llmprobe::config_path(cli.config);
     match cli.command.unwrap_or(Command::Run) {
-        Command::CheckConfig => match llmprobe::load_config(&path) {
+        Command::CheckConfig { online } => match llmprobe::load_config(&path) {
             Ok(c) => {
                 print_out(&explain::explain(&c))?;
+                if online {
+                    return check_online(&c).await;
+                }
                 Ok(ExitCode::SUCCESS)
             }
             Err(e) => {

@@ -303,3 +303,88 @@ fn a_setup_error_leaves_the_loops_memory_as_it_was() {
     // Its output-limit field and server identity would be the wrong key's.
     assert!(memory.saved().latest.is_none());
 }
+
+/// `llmprobe check-config --online --config PATH`: exit code and stdout.
+async fn check_online(path: &std::path::Path) -> (Option<i32>, String) {
+    let mut command = llmprobe();
+    command
+        .args(["check-config", "--online", "--config"])
+        .arg(path);
+    let out = output(command).await;
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// The line of `w` in the online part of `stdout`.
+fn online_line(stdout: &str) -> &str {
+    let online = stdout
+        .split("\nonline:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{stdout}"));
+    online
+        .lines()
+        .find(|l| l.starts_with("w: "))
+        .unwrap_or_else(|| panic!("{stdout}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_config_online_finds_the_built_in_engine_ready() {
+    let path = write_config(
+        &Yaml {
+            levels: "[1, 2]",
+            rest: "targets:\n  - name: w\n    simulator: { profile: tiny }",
+            ..Yaml::default()
+        }
+        .render(),
+    );
+    let (code, stdout) = check_online(&path).await;
+    assert_eq!(code, Some(0), "{stdout}");
+    let line = online_line(&stdout);
+    for word in [
+        "w: ok: model and path accepted (no key sent)",
+        "listed",
+        "engine metrics: vllm at http://127.0.0.1:",
+        // Warm-up 1 (8 tokens); levels 1 and 2: 1 + 4 and 2 + 4 (one token
+        // each to open connections, 8 for each counted one).
+        "one sweep sends up to 12 requests asking up to 75 output tokens",
+        "cut at 1m",
+        "no idle gate",
+    ] {
+        assert!(line.contains(word), "{word:?} not in {line}");
+    }
+    // Offline, the default, asks no server.
+    let mut command = llmprobe();
+    command.args(["check-config", "--config"]).arg(&path);
+    let out = output(command).await;
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("online:"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_config_online_names_each_setup_error_and_exits_3() {
+    let cases: [(&str, &str, &str, bool); 3] = [
+        ("setup error (key)", "401 Unauthorized", INVALID_KEY, false),
+        ("setup error (model)", "404 Not Found", NO_MODEL, false),
+        ("setup error (url)", "404 Not Found", NO_ROUTE, true),
+    ];
+    for (want, status, body, bare) in cases {
+        let server = answering(status, body).await;
+        let base_url = if bare {
+            format!("http://{}", server.addr)
+        } else {
+            server.base_url()
+        };
+        let (code, stdout) = check_online(&config(&base_url)).await;
+        assert_eq!(code, Some(3), "{want}: {stdout}");
+        let line = online_line(&stdout);
+        assert!(line.starts_with(&format!("w: {want}")), "{line}");
+        assert!(!stdout.contains(KEY), "{want}: the key shown");
+        // One request of one token, nothing more.
+        assert_eq!(server.chat_requests().len(), 1, "{want}");
+    }
+    let (code, stdout) = check_online(&config(&support::ports::refusing_base_url())).await;
+    assert_eq!(code, Some(3), "{stdout}");
+    assert!(online_line(&stdout).contains("not ready: the one request sent failed (connect_error"));
+}

@@ -9,6 +9,7 @@ mod closed_loop;
 mod env;
 pub mod interleaved;
 pub mod ladder;
+pub mod online;
 mod open_loop;
 pub mod output_limit;
 pub mod refine;
