@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use llmprobe::metrics::Metrics;
+use llmprobe::stats::probe::{Cold, ProbeEvent, ProbeOutcome, ProbeResult, Skip};
 use llmprobe::stats::report::{
     Breach, Capacity, EarlyStop, LevelRole, LevelSummary, Limit, PairReport, Percentiles,
     SideSummary, SweepKind, SweepReport, WorkloadReport,
@@ -238,6 +239,38 @@ fn realistic_exposition() -> String {
             }
         }
         metrics.sweep_postponed(target);
+        // Probes between sweeps: served (one cold), one that thought
+        // through its budget, one refused, one skipped for a sweep.
+        metrics.set_probe_interval(target, model, Some(30.0));
+        let probe = |outcome, ttft: Option<f64>, cold| ProbeResult {
+            outcome,
+            ttft,
+            latency: ttft.map(|t| t + 0.2),
+            cold,
+            dispatch_lag: 0.001,
+            prompt_tokens: 20,
+            output_tokens: 16,
+            reasoning_tokens: 0,
+            error: None,
+        };
+        for event in [
+            ProbeEvent::Probed(probe(ProbeOutcome::Request(Outcome::Ok), Some(0.04), None)),
+            ProbeEvent::Probed(probe(
+                ProbeOutcome::Request(Outcome::Ok),
+                Some(71.0),
+                Some(Cold::Idle),
+            )),
+            ProbeEvent::Probed(probe(ProbeOutcome::ReasoningBudget, Some(0.05), None)),
+            ProbeEvent::Probed(probe(
+                ProbeOutcome::Request(Outcome::ConnectError),
+                None,
+                None,
+            )),
+            ProbeEvent::Skipped(Skip::Sweeping),
+            ProbeEvent::Paused(true),
+        ] {
+            metrics.observe_probe(target, model, &event);
+        }
     }
     // The second target's latest sweep failed: old results stay, success 0.
     metrics.publish_sweep(&report("gateway \"eu\"", "llama3.1:8b", false));
@@ -268,6 +301,12 @@ fn promtool_check_metrics_finds_nothing_to_complain_about() {
         "llmprobe_request_duration_seconds_bucket",
         "llmprobe_requests_total",
         "llmprobe_build_info",
+        "llmprobe_probe_requests_total",
+        "llmprobe_probe_ttft_seconds_bucket",
+        "llmprobe_probe_cold_ttft_seconds_bucket",
+        "llmprobe_probe_tokens_total",
+        "llmprobe_probe_skipped_total",
+        "outcome=\"reasoning_budget\"",
     ] {
         assert!(text.contains(family), "{family} missing from:\n{text}");
     }

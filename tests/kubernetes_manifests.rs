@@ -167,6 +167,7 @@ fn prometheus_rule_carries_the_shipped_alerts_and_recording_rules() {
         [
             "llmprobe-capacity",
             "llmprobe",
+            "llmprobe-probes",
             "llmprobe-fleet",
             "llmprobe-autoscaling"
         ]

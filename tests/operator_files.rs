@@ -835,6 +835,14 @@ const KNOWN_METRICS: &[&str] = &[
     "llmprobe_target_slo_max_error_ratio",
     "llmprobe_schedule_interval_seconds",
     "llmprobe_config_last_reload_success_timestamp_seconds",
+    "llmprobe_probe_requests_total",
+    "llmprobe_probe_success",
+    "llmprobe_probe_ttft_seconds_bucket",
+    "llmprobe_probe_ttft_seconds_count",
+    "llmprobe_probe_latency_seconds_bucket",
+    "llmprobe_probe_cold_ttft_seconds_sum",
+    "llmprobe_probe_cold_ttft_seconds_count",
+    "llmprobe_probe_last_success_timestamp_seconds",
 ];
 
 const DASHBOARDS: &[&str] = &[

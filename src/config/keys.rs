@@ -32,6 +32,7 @@ use serde::Deserialize;
 
 use super::checks::{check_base_url, MAX_LEVEL, MAX_REQUESTS_PER_LEVEL};
 use super::gentle::Resolution;
+use super::probe::{ProbeFile, ProbeSettings};
 use super::sustained::{SustainedFile, SustainedSearch};
 use super::values::{
     is_reserved_body_key, Api, MaxTokensField, RequestsPerLevel, ServerMetricsUrl, BODY_KEYS,
@@ -144,6 +145,14 @@ macro_rules! per_target_keys {
                 => $crate::config::sustained::SustainedSearch
                 = rule(|v| SustainedSearch::from_file(v.unwrap_or_default()))
                 .check_at_target("", |s| sustained_problems(s)),
+            /// The light probes sent between sweeps, one at a time on a
+            /// Poisson schedule (see docs/measuring.md): their mean
+            /// interval (`0s`: none), workload, output budget, when one is
+            /// cold, and seed.
+            probe: $crate::config::probe::ProbeFile
+                => $crate::config::probe::ProbeSettings
+                = rule(|v| ProbeSettings::from_file(v.unwrap_or_default()))
+                .check_at_target("", |p| probe_problems(p)),
             /// Whether requests may go through a proxy: `off` (the default:
             /// `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` are ignored) or
             /// `environment` (they apply, with `NO_PROXY`; loopback and the
@@ -364,6 +373,13 @@ fn sustained_problems(s: &SustainedSearch) -> Result<(), String> {
     }
 }
 
+fn probe_problems(p: &ProbeSettings) -> Result<(), String> {
+    match p.problems().first() {
+        None => Ok(()),
+        Some((key, why)) => Err(format!("{} {why}", key.trim_start_matches('.'))),
+    }
+}
+
 fn share(x: f64) -> Result<(), String> {
     if !(0.0..=1.0).contains(&x) {
         return Err("must be between 0 and 1".into());
@@ -502,6 +518,12 @@ impl Merge for super::proxy::ProxyMode {}
 impl Merge for SustainedFile {
     fn merge(near: Option<&Self>, far: Option<&Self>) -> Option<Self> {
         super::sustained::merge(near, far)
+    }
+}
+
+impl Merge for ProbeFile {
+    fn merge(near: Option<&Self>, far: Option<&Self>) -> Option<Self> {
+        super::probe::merge(near, far)
     }
 }
 

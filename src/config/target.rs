@@ -64,6 +64,7 @@ pub fn resolve_target(
     let mut keys = merged.resolve(&names, bad);
     let capped_by_max_concurrency = cap_levels(&mut keys, &names, bad);
     check_endpoint_kind(&keys, &names, &workloads, bad);
+    check_probe_workload(&keys, &names, &workloads, bad);
     check_labels(&t.labels, &k("labels"), bad);
     let idle_gate = resolve_idle_gate(t.idle_gate.as_ref(), key, bad);
 
@@ -212,6 +213,27 @@ fn resolve_workloads(
         }
     }
     found
+}
+
+/// `probe.workload` names one of the target's workloads.
+fn check_probe_workload(
+    keys: &Keys,
+    names: &Names<'_>,
+    workloads: &[Arc<Workload>],
+    bad: &mut dyn FnMut(&str, String),
+) {
+    if let Some(w) = &keys.probe.workload {
+        if !workloads.iter().any(|x| &x.name == w) {
+            let own: Vec<String> = workloads.iter().map(|x| format!("`{}`", x.name)).collect();
+            bad(
+                &names.target("probe.workload"),
+                format!(
+                    "`{w}` is not a workload of this target (it has {})",
+                    own.join(", ")
+                ),
+            );
+        }
+    }
 }
 
 /// What depends on the endpoint kind `api`: a kind that sends one text

@@ -185,7 +185,48 @@ fn target(out: &mut String, t: &Target, proxies: &ProxyVariables) {
         );
     }
     server_metrics(out, t);
+    probes(out, t);
     workloads(out, t);
+}
+
+/// The probes between sweeps, their cost, and a warning when a model that
+/// reasons would spend their budget thinking.
+fn probes(out: &mut String, t: &Target) {
+    let p = &t.probe;
+    let Some(interval) = p.interval else {
+        let _ = writeln!(out, "  probes between sweeps: off (probe.interval: 0s)");
+        return;
+    };
+    let workload = p
+        .workload
+        .clone()
+        .or_else(|| t.workloads.first().map(|w| w.name.clone()))
+        .unwrap_or_default();
+    let per_day = 86_400.0 / interval.as_secs_f64();
+    let _ = writeln!(
+        out,
+        "  probes between sweeps: one every {} on average (Poisson), workload {workload}, at most {} output tokens each (about {:.0} probes, {:.0} output tokens a day); paused while this target is swept; cold after {} without a request",
+        humantime::format_duration(interval),
+        p.max_completion_tokens,
+        per_day,
+        per_day * f64::from(p.max_completion_tokens),
+        humantime::format_duration(p.cold_after),
+    );
+    let thinks = match &t.endpoint {
+        config::Endpoint::Simulator(sim) => sim.reasoning_tokens >= p.max_completion_tokens,
+        config::Endpoint::Url(_) => false,
+    };
+    if config::probe::known_to_reason(&t.model, thinks)
+        && p.max_completion_tokens < config::probe::REASONING_BUDGET_HINT
+    {
+        let _ = writeln!(
+            out,
+            "  warning: {} reasons before it answers: {} output tokens will likely go on thinking, and probes will end `reasoning_budget` (served, but no answer seen); set probe.max_completion_tokens to {} or more to see answers",
+            t.model,
+            p.max_completion_tokens,
+            config::probe::REASONING_BUDGET_HINT
+        );
+    }
 }
 
 /// Where the target's server metrics are read, if anywhere.

@@ -13,7 +13,8 @@
 //! - `exposition`: one scrape, written in chunks as the body is sent;
 //! - `daemon`: the daemon's own state (sweeps counted, in flight, reloads);
 //! - `fleet`: target discovery and sharding;
-//! - `config_info`: each measured target's SLO and interval.
+//! - `config_info`: each measured target's SLO and interval;
+//! - `probes`: the probes between sweeps (availability, TTFT, cost).
 //! - `register`, `locks`: a counter made and registered in one step; lock
 //!   access that survives a panicking writer.
 
@@ -23,6 +24,7 @@ mod exposition;
 mod fleet;
 mod locks;
 pub mod names;
+mod probes;
 mod register;
 mod results;
 mod running;
@@ -35,6 +37,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use prometheus::Registry;
 
 use crate::config::Target;
+use crate::stats::probe::ProbeEvent;
 use crate::stats::report::{PairReport, Setup, SweepReport};
 use crate::stats::sample::Sample;
 use daemon::DaemonState;
@@ -47,6 +50,7 @@ use config_info::ConfigInfo;
 pub use config_info::TargetLimits;
 pub use daemon::InFlightGuard;
 use fleet::FleetMetrics;
+use probes::ProbeMetrics;
 
 /// Content type of [`Metrics::encode`]'s output (text exposition format 0.0.4).
 pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -59,6 +63,7 @@ pub struct Metrics {
     results: Results,
     fleet: FleetMetrics,
     config_info: ConfigInfo,
+    probes: ProbeMetrics,
 }
 
 impl fmt::Debug for Metrics {
@@ -101,6 +106,7 @@ impl Metrics {
             results: Results::default(),
             fleet: FleetMetrics::new(registry)?,
             config_info: ConfigInfo::new(registry)?,
+            probes: ProbeMetrics::new(registry)?,
         })
     }
 
@@ -170,6 +176,18 @@ impl Metrics {
         self.running.forget(target);
         self.daemon.forget(target);
         self.config_info.forget_target(target);
+        self.probes.forget(target);
+    }
+
+    /// Records one event of a target's probes between sweeps.
+    pub fn observe_probe(&self, target: &str, model: &str, event: &ProbeEvent) {
+        self.probes.observe(target, model, event, now_unix());
+    }
+
+    /// Sets a target's mean probe interval, seconds (None: probes off,
+    /// their series removed).
+    pub fn set_probe_interval(&self, target: &str, model: &str, interval: Option<f64>) {
+        self.probes.configured(target, model, interval);
     }
 
     /// Sets (or replaces) the configured limits of a measured target: its

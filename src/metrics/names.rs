@@ -7,19 +7,14 @@
 //!
 //! [`Outcome::as_str`]: crate::stats::sample::Outcome::as_str
 
+mod probe;
+mod spec;
+
+pub use probe::*;
+pub use spec::Spec;
+
 use crate::stats::quantity::Quantity;
 use crate::stats::report::Percentiles;
-
-/// Name, help and label names of one family.
-#[derive(Debug, Clone, Copy)]
-pub struct Spec {
-    /// Family name.
-    pub name: &'static str,
-    /// `# HELP` text.
-    pub help: &'static str,
-    /// Label names, in the order their values are given.
-    pub labels: &'static [&'static str],
-}
 
 const NONE: &[&str] = &[];
 const TARGET: &[&str] = &["target"];

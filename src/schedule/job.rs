@@ -18,9 +18,12 @@ use crate::schedule::handoff::Handoff;
 use crate::schedule::idle_gate::{self, IdleGate};
 use crate::schedule::jitter::jittered;
 use crate::schedule::memory::Memory;
+use crate::schedule::probes;
 use crate::schedule::state::{self, StateDir};
 use crate::sinks::Sinks;
+use crate::stats::probe::ProbeEvent;
 use crate::stats::report::{PairReport, SweepReport};
+use crate::sweep::probe_stream::{Lane, SweepGuard};
 use crate::sweep::{self, interleaved, SweepEnv};
 
 /// What one loop measures. Equal jobs measure alike: a reload keeps the
@@ -126,21 +129,62 @@ pub(crate) async fn run(
             tracing::info!(target_name = %t.name, source, pooled_sweeps = m.pooled_sweeps(), "started from the saved state");
         }
     }
+    let lane = Lane::default();
+    let sweeps = async {
+        sweep_rounds(
+            &job,
+            &reached,
+            &env,
+            &schedule,
+            &out,
+            &keep,
+            &lane,
+            &mut memory,
+        )
+        .await;
+        memory
+    };
+    let (memory, ()) = tokio::join!(sweeps, reached.probes(&env, &lane, &out));
+    // Stopped (by a reload, or at shutdown): the loop started in its place
+    // takes up from here.
+    if let (Some(m), Job::Target(t)) = (&memory, &job) {
+        keep.handoff.leave(t, m.saved());
+    }
+}
+
+/// The loop's rounds, until cancelled: each waits for the idle gate, holds
+/// the target's lane (probes pause), measures, publishes, and waits a
+/// jittered interval.
+#[allow(clippy::too_many_arguments)]
+async fn sweep_rounds(
+    job: &Job,
+    reached: &Reached<'_>,
+    env: &SweepEnv,
+    schedule: &watch::Receiver<Schedule>,
+    out: &Outputs,
+    keep: &Keep,
+    lane: &Lane,
+    memory: &mut Option<Memory>,
+) {
+    let cancel = &env.cancel;
     let mut save_failed = false;
     loop {
-        if !Box::pin(job.may_start(&env, &out, &cancel)).await {
+        if !Box::pin(job.may_start(env, out, cancel, lane)).await {
             break;
         }
         let timing = schedule.borrow().clone();
         let prior = memory.as_mut().map(Memory::prior).unwrap_or_default();
-        let measured = Box::pin(reached.measure(&env, timing.sweep_timeout, prior)).await;
+        let held = reached.pause_probes(lane, out).await;
+        let measured = Box::pin(reached.measure(env, timing.sweep_timeout, prior)).await;
+        drop(held);
+        reached.resume_probes(out);
         if cancel.is_cancelled() {
             break;
         }
-        measured.publish(&out);
-        if let (Some(m), Measured::Sweep(_, report)) = (&mut memory, measured) {
+        measured.publish(out);
+        if let (Some(m), Measured::Sweep(_, report)) = (memory.as_mut(), measured) {
             m.record(report);
-            if let (Some(dir), Job::Target(t)) = (&keep.dir, &job) {
+            if let (Some(dir), Job::Target(t)) = (&keep.dir, job) {
                 save(dir, t, m, &mut save_failed).await;
             }
         }
@@ -150,11 +194,6 @@ pub(crate) async fn run(
             _ = tokio::time::sleep(wait) => {}
             _ = cancel.cancelled() => break,
         }
-    }
-    // Stopped (by a reload, or at shutdown): the loop started in its place
-    // takes up from here.
-    if let (Some(m), Job::Target(t)) = (&memory, &job) {
-        keep.handoff.leave(t, m.saved());
     }
 }
 
@@ -229,10 +268,16 @@ impl Job {
 
     /// Waits while a target's server reports more work than its idle gate
     /// allows; false when cancelled meanwhile.
-    async fn may_start(&self, env: &SweepEnv, out: &Outputs, cancel: &CancellationToken) -> bool {
+    async fn may_start(
+        &self,
+        env: &SweepEnv,
+        out: &Outputs,
+        cancel: &CancellationToken,
+        lane: &Lane,
+    ) -> bool {
         match self {
             Job::Target(target) => match &target.idle_gate {
-                Some(gate) => wait_until_idle(env, target, gate, &out.metrics, cancel).await,
+                Some(gate) => wait_until_idle(env, target, gate, &out.metrics, cancel, lane).await,
                 None => true,
             },
             Job::Pair { .. } => true,
@@ -241,6 +286,35 @@ impl Job {
 }
 
 impl Reached<'_> {
+    /// The target's probes between sweeps, until the loop is cancelled
+    /// (none for a pair, or a target whose probes are off).
+    async fn probes(&self, env: &SweepEnv, lane: &Lane, out: &Outputs) {
+        if let Reached::Target(target, at) = self {
+            probes::run(env, target, &at.base_url, lane, &out.sinks).await;
+        }
+    }
+
+    /// Holds a target's lane for a round (waiting for the probe in flight)
+    /// and tells the sinks that its probes pause.
+    async fn pause_probes<'l>(&self, lane: &'l Lane, out: &Outputs) -> Option<SweepGuard<'l>> {
+        match self {
+            Reached::Target(target, _) if target.probe.interval.is_some() => {
+                out.sinks.probe(target, &ProbeEvent::Paused(true));
+                Some(lane.sweep().await)
+            }
+            _ => None,
+        }
+    }
+
+    /// Tells the sinks that a target's probes resume.
+    fn resume_probes(&self, out: &Outputs) {
+        if let Reached::Target(target, _) = self {
+            if target.probe.interval.is_some() {
+                out.sinks.probe(target, &ProbeEvent::Paused(false));
+            }
+        }
+    }
+
     /// One round: a sweep of the target (full, or warm as `plan` says), or
     /// one measurement of the pair.
     pub(crate) async fn measure(
@@ -338,9 +412,14 @@ async fn wait_until_idle(
     gate: &IdleGate,
     metrics: &Metrics,
     cancel: &CancellationToken,
+    lane: &Lane,
 ) -> bool {
     loop {
-        match idle_gate::read(env.clients.for_target(target), gate).await {
+        // A probe of llmprobe's own in flight is not the server's load.
+        let read = idle_gate::read(env.clients.for_target(target), gate)
+            .await
+            .map(|v| v - f64::from(lane.probes_in_flight()));
+        match read {
             Ok(v) if v <= gate.max_value => return true,
             Ok(v) => {
                 metrics.sweep_postponed(&target.name);

@@ -16,6 +16,7 @@ mod jitter;
 mod job;
 pub mod memory;
 pub mod once;
+mod probes;
 pub mod state;
 pub mod warm_start;
 

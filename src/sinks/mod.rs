@@ -19,6 +19,7 @@ use std::sync::{Arc, RwLock};
 
 use crate::config::{Schedule, SinkSettings, Target, Workload};
 use crate::metrics::Metrics;
+use crate::stats::probe::ProbeEvent;
 use crate::stats::report::{LevelSummary, PairReport, SweepReport};
 use crate::stats::sample::Sample;
 
@@ -190,6 +191,11 @@ impl Sinks {
     /// See [`Sink::level`].
     pub fn level(&self, target: &Target, workload: &Workload, level: &LevelSummary) {
         self.each(|s| s.level(target, workload, level));
+    }
+
+    /// See [`Sink::probe`].
+    pub fn probe(&self, target: &Target, event: &ProbeEvent) {
+        self.each(|s| s.probe(target, event));
     }
 
     /// See [`Sink::sweep`].

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::config::{Schedule, Target, Workload};
 use crate::metrics::{Metrics, TargetLimits};
 use crate::sinks::sink::Sink;
+use crate::stats::probe::ProbeEvent;
 use crate::stats::report::{PairReport, SweepReport};
 use crate::stats::sample::Sample;
 
@@ -19,6 +20,9 @@ impl Sink for Prometheus {
         // Each measured target's SLO and interval, for alert rules.
         self.0
             .set_target_limits(&target.name, &limits(target, schedule));
+        let probes = target.probe.interval.map(|d| d.as_secs_f64());
+        self.0
+            .set_probe_interval(&target.name, &target.model, probes);
     }
 
     fn target_started(&self, target: &Target) {
@@ -31,6 +35,10 @@ impl Sink for Prometheus {
     fn request(&self, target: &Target, workload: &Workload, sample: &Sample) {
         self.0
             .observe_request(&target.name, &target.model, &workload.name, sample);
+    }
+
+    fn probe(&self, target: &Target, event: &ProbeEvent) {
+        self.0.observe_probe(&target.name, &target.model, event);
     }
 
     fn sweep(&self, target: &Target, report: &Arc<SweepReport>) {

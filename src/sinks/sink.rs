@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::config::{Schedule, Target, Workload};
+use crate::stats::probe::ProbeEvent;
 use crate::stats::report::{LevelSummary, PairReport, SweepReport};
 use crate::stats::sample::Sample;
 
@@ -21,6 +22,9 @@ pub trait Sink: Send + Sync {
     fn request(&self, _target: &Target, _workload: &Workload, _sample: &Sample) {}
     /// A level of a target's sweep finished (before the sweep does).
     fn level(&self, _target: &Target, _workload: &Workload, _level: &LevelSummary) {}
+    /// A probe between sweeps of a target finished, was skipped, or probes
+    /// paused or resumed; called on the probe's task, so it must not block.
+    fn probe(&self, _target: &Target, _event: &ProbeEvent) {}
     /// A target's sweep finished.
     fn sweep(&self, target: &Target, report: &Arc<SweepReport>);
     /// A gateway pair's measurement finished.

@@ -11,6 +11,7 @@ pub mod knee;
 pub mod level;
 pub mod limit;
 pub mod overhead;
+pub mod probe;
 pub mod quantity;
 pub mod rate_search;
 pub mod report;

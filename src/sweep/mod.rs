@@ -12,6 +12,7 @@ pub mod ladder;
 pub mod online;
 mod open_loop;
 pub mod output_limit;
+pub mod probe_stream;
 pub mod refine;
 mod requests;
 mod setup_check;
@@ -42,6 +43,7 @@ use crate::sweep::ladder::{Ladder, WarmStart};
 use closed_loop::Pass;
 pub use env::{NoObserver, Observer, SweepEnv};
 pub(crate) use requests::Requests;
+use setup_check::Stop;
 use timing::unix_now;
 pub use timing::SETTLE_AFTER_EARLY_STOP;
 
@@ -319,16 +321,6 @@ fn unreachable_error(workloads: &[WorkloadReport]) -> Option<String> {
     }
 }
 
-/// Why a workload was abandoned where it was.
-enum Stop {
-    /// An answer showed that the field sent does not bound the output (why,
-    /// and in which answers).
-    Unbounded(String, FoundIn),
-    /// Every request of the warm-up (or of the first level) failed with the
-    /// same setup mistake: nothing was measured, nothing will be.
-    Setup(SetupError),
-}
-
 /// Runs one workload: warm-up, then its levels; Err: why it was abandoned.
 // The workload's own inputs and the two things its loop knows (the last good
 // sweep's levels, the pooled evidence): grouping them would only rename them.
@@ -359,9 +351,7 @@ async fn run_workload(
     // Warm-up opens connections and wakes caches; its samples are dropped
     // (its answers are judged against the output limit all the same).
     let first_level = target.levels.first().copied().unwrap_or(1);
-    // The first requests that were sent, warm-up's or the first level's,
-    // say whether the setup lets any through (stats::setup_error).
-    let mut first_judged = false;
+    let mut first = setup_check::First::new(setup);
     if target.warmup_requests > 0 {
         let c = target.warmup_requests.min(first_level.max(1));
         if let Ok(places) = run.hold_places(c, target.request_timeout).await {
@@ -374,8 +364,7 @@ async fn run_workload(
             if let Some(why) = unbounded() {
                 return Err(Stop::Unbounded(why, FoundIn::WarmUp));
             }
-            setup_check::first(&mut first_judged, &run.requests, setup, &warm.samples)
-                .map_err(Stop::Setup)?;
+            first.judge(&run.requests, &warm.samples)?;
         }
     }
     if let Some(why) = unbounded() {
@@ -455,13 +444,7 @@ async fn run_workload(
         if let Some(why) = unbounded() {
             return Err(Stop::Unbounded(why, FoundIn::Counted));
         }
-        setup_check::first(
-            &mut first_judged,
-            &run.requests,
-            setup,
-            &judged.measured.samples,
-        )
-        .map_err(Stop::Setup)?;
+        first.judge(&run.requests, &judged.measured.samples)?;
         if cancel.is_cancelled() {
             not_measured = Some(format!(
                 "concurrency {concurrency} not completed: {}",

@@ -35,7 +35,8 @@ pub struct Running {
 }
 
 impl Running {
-    /// Starts `llmprobe run --config CONFIG` with `env` added, listening on
+    /// Starts `llmprobe run --config CONFIG` with `env` added (probes off in
+    /// `defaults` unless `env` turns them on), listening on
     /// a free loopback port (`LLMPROBE__LISTEN` overrides the config's
     /// `listen`); its logs go next to the config.
     pub fn start(config: &Path, env: &[(&str, &str)]) -> Running {
@@ -45,6 +46,10 @@ impl Running {
             .args(["run", "--config"])
             .arg(config)
             .env("LLMPROBE__LISTEN", addr.to_string())
+            // Probes between sweeps are on by default; a test that is not
+            // about them must not see their requests (a test sets this
+            // again, or a target's own `probe`, to have them).
+            .env("LLMPROBE__DEFAULTS__PROBE__INTERVAL", "0s")
             .envs(env.iter().copied());
         let logs = config.parent().unwrap();
         let process = Process::spawn("llmprobe", &mut command, logs);

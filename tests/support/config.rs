@@ -23,6 +23,8 @@ pub fn load(yaml: &str) -> llmprobe::config::Config {
 /// whatever `rest` holds (targets, file_sd, gateway pairs...). Tests set the
 /// fields they vary and take the others from `Default`.
 pub struct Yaml<'a> {
+    /// `schedule.interval`.
+    pub interval: &'a str,
     /// `schedule.jitter`.
     pub jitter: &'a str,
     /// `schedule.max_in_flight_total`.
@@ -46,6 +48,9 @@ pub struct Yaml<'a> {
     /// `defaults.sustained`, as YAML: off unless a test is about the
     /// sustained rate (a search costs a few seconds per sweep).
     pub sustained: &'a str,
+    /// `defaults.probe`, as YAML: off unless a test is about probes (a
+    /// probe beside a test's sweeps would change what it counts).
+    pub probe: &'a str,
     /// More lines of `defaults` (indented two spaces), or "".
     pub more_defaults: &'a str,
     /// The whole `workloads:` block; None gives one workload named by
@@ -62,6 +67,7 @@ pub struct Yaml<'a> {
 impl Default for Yaml<'_> {
     fn default() -> Self {
         Yaml {
+            interval: "1s",
             jitter: "0%",
             max_in_flight_total: 64,
             sweep_timeout: "60s",
@@ -73,6 +79,7 @@ impl Default for Yaml<'_> {
             request_timeout: "10s",
             slo: None,
             sustained: "{ every: 0 }",
+            probe: "{ interval: 0s }",
             more_defaults: "",
             workloads: None,
             max_completion_tokens: 8,
@@ -104,7 +111,7 @@ impl Yaml<'_> {
         format!(
             r#"
 listen: "127.0.0.1:0"
-schedule: {{ interval: 1s, jitter: {jitter}, max_in_flight_total: {max_in_flight_total}, sweep_timeout: {sweep_timeout} }}
+schedule: {{ interval: {interval}, jitter: {jitter}, max_in_flight_total: {max_in_flight_total}, sweep_timeout: {sweep_timeout} }}
 defaults:
   workload: {workload}
   warmup_requests: {warmup_requests}
@@ -113,9 +120,11 @@ defaults:
   min_requests_per_level: {min_requests_per_level}
   request_timeout: {request_timeout}
   sustained: {sustained}
+  probe: {probe}
 {slo}{more_defaults}{workloads}
 {rest}
 "#,
+            interval = self.interval,
             jitter = self.jitter,
             max_in_flight_total = self.max_in_flight_total,
             sweep_timeout = self.sweep_timeout,
@@ -126,6 +135,7 @@ defaults:
             min_requests_per_level = self.min_requests_per_level,
             request_timeout = self.request_timeout,
             sustained = self.sustained,
+            probe = self.probe,
             rest = self.rest.trim(),
         )
     }
