@@ -27,7 +27,8 @@ pub struct Cli {
 pub enum Command {
     /// Run the daemon: scheduled sweeps, /metrics for Prometheus.
     Run,
-    /// Run one sweep of each target now and print the results.
+    /// Run one sweep of each target now and print the results; exit 2 when a
+    /// sweep failed, 3 when a setup mistake (key, model, URL, TLS, DNS) stopped one.
     Sweep {
         /// Only these targets (repeatable).
         #[arg(long = "target")]
@@ -53,7 +54,13 @@ pub enum Command {
         output: Option<PathBuf>,
     },
     /// Validate the configuration and explain what it will do; exit 1 on error.
-    CheckConfig,
+    CheckConfig {
+        /// Also ask each target's server: model list, one request of one
+        /// output token (key, model, path), engine metrics, and the load one
+        /// sweep sends; one line per target; exit 3 when one is not ready.
+        #[arg(long)]
+        online: bool,
+    },
     /// Serve the built-in simulated OpenAI-compatible engine.
     Simulate(Box<crate::sim::SimArgs>),
     /// Write the man pages and shell completions into a folder (packaging).

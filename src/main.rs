@@ -14,8 +14,9 @@ use std::sync::Arc;
 use llmprobe::faces::json::Document;
 use llmprobe::faces::progress::{self, Progress};
 use llmprobe::faces::{explain, html, text};
-use llmprobe::sweep::{NoObserver, Observer};
-use llmprobe::{config, schedule, signals};
+use llmprobe::probe::tls::Clients;
+use llmprobe::sweep::{NoObserver, Observer, SweepEnv};
+use llmprobe::{config, faces, schedule, signals, sweep};
 
 fn init_tracing(format: LogFormat, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -39,7 +40,7 @@ fn main() -> ExitCode {
     let quiet = matches!(
         cli.command,
         Some(Command::Sweep { .. })
-            | Some(Command::CheckConfig)
+            | Some(Command::CheckConfig { .. })
             | Some(Command::Report { .. })
             | Some(Command::GenerateDocs { .. })
     );
@@ -100,10 +101,18 @@ fn print_out(text: &str) -> anyhow::Result<()> {
     }
 }
 
+/// Exit status of `sweep` when a sweep or a pair failed.
+const EXIT_SWEEP_FAILED: u8 = 2;
+
+/// Exit status of `sweep` when a setup mistake stopped a sweep (wins over
+/// [`EXIT_SWEEP_FAILED`]: it is what to fix first).
+const EXIT_SETUP_ERROR: u8 = 3;
+
 /// `llmprobe sweep`: every selected target swept once, then every selected
-/// gateway pair measured once, the results written as `format`; exit 2
-/// when a sweep or a pair failed. With `state`, each target starts from
-/// the daemon's saved state there (read only).
+/// gateway pair measured once, the results written as `format`; exit 3
+/// when a setup mistake stopped a sweep (one line each on standard error),
+/// else 2 when a sweep or a pair failed. With `state`, each target starts
+/// from the daemon's saved state there (read only).
 async fn sweep(
     path: &Path,
     targets: &[String],
@@ -135,6 +144,14 @@ async fn sweep(
         Progress.done();
     }
     let all_ok = reports.iter().all(|r| r.success) && pairs.iter().all(|p| p.success);
+    let mut setup_errors = false;
+    for (r, e) in reports
+        .iter()
+        .filter_map(|r| Some((r, r.setup_error.as_ref()?)))
+    {
+        eprintln!("{}: {}", r.target, e.message);
+        setup_errors = true;
+    }
     let doc = Document::new(reports, pairs);
     let text = match format {
         Format::Table => format!(
@@ -149,10 +166,46 @@ async fn sweep(
         }
     };
     emit(&text, output)?;
-    Ok(if all_ok {
+    Ok(if setup_errors {
+        ExitCode::from(EXIT_SETUP_ERROR)
+    } else if all_ok {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(2)
+        ExitCode::from(EXIT_SWEEP_FAILED)
+    })
+}
+
+/// `check-config --online`: each target's server asked (discovered ones
+/// too, this instance's shard, as `sweep` does), one line each; exit 3 when
+/// one is not ready to be swept.
+async fn check_online(config: &config::Config) -> anyhow::Result<ExitCode> {
+    let config = llmprobe::fleet::view_once(config);
+    let env = SweepEnv::new(
+        Clients::of(&config).map_err(anyhow::Error::msg)?,
+        config.schedule.max_in_flight_total,
+        CancellationToken::new(),
+        Arc::new(NoObserver),
+    );
+    let mut all_ready = true;
+    print_out("online:\n")?;
+    for target in &config.targets {
+        let line = match schedule::endpoint::reach(target).await {
+            Ok(at) => {
+                let online = sweep::online::check(&env, target, &at.base_url).await;
+                all_ready &= online.ready();
+                faces::online::line(target, &online, config.schedule.sweep_timeout)
+            }
+            Err(e) => {
+                all_ready = false;
+                format!("{}: cannot reach: {e}", target.name)
+            }
+        };
+        print_out(&format!("{line}\n"))?;
+    }
+    Ok(if all_ready {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_SETUP_ERROR)
     })
 }
 
@@ -162,9 +215,12 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let given_config = cli.config.clone();
     let path = llmprobe::config_path(cli.config);
     match cli.command.unwrap_or(Command::Run) {
-        Command::CheckConfig => match llmprobe::load_config(&path) {
+        Command::CheckConfig { online } => match llmprobe::load_config(&path) {
             Ok(c) => {
                 print_out(&explain::explain(&c))?;
+                if online {
+                    return check_online(&c).await;
+                }
                 Ok(ExitCode::SUCCESS)
             }
             Err(e) => {

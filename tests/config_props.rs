@@ -16,7 +16,7 @@ struct NoEnv;
 impl Env for NoEnv {
     fn var(&self, name: &str) -> Option<String> {
         // One variable is set, so that `api_key_env` can resolve.
-        (name == "KEY").then(|| "sk-prop".to_string())
+        (name == "KEY").then(|| "sk-prop-key".to_string())
     }
 }
 

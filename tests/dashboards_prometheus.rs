@@ -101,6 +101,10 @@ const SILENT_ALERTS: &[(&str, &str)] = &[
         "a single instance: each target is measured by exactly one",
     ),
     (
+        "LlmprobeTargetMisconfigured",
+        "the simulators take any key and model: no sweep stops on a setup mistake",
+    ),
+    (
         "LlmprobeClientBottleneck",
         "the client keeps up with the simulators (a stalled level is run again, then passes)",
     ),
@@ -147,6 +151,13 @@ enum Policy {
 /// read before it lands: while no series of one exists, selectors of it may
 /// find nothing. The allowance ends by itself once llmprobe exports it.
 const COMING_METRICS: &[&str] = &["llmprobe_capacity_knee_lower_bound"];
+
+/// Metrics that exist only while something is wrong, so that a healthy
+/// setup has no series of them: selectors of them may find nothing here.
+const ABSENT_WHEN_HEALTHY: &[(&str, &str)] = &[(
+    "llmprobe_target_setup_error",
+    "set only while a target's last sweep stopped on a setup mistake",
+)];
 
 /// An empty file_sd file, so that the file_sd series exist (see
 /// `LlmprobeFileSdReadErrors`); appended to the config of `llmprobe_config`.
@@ -632,7 +643,10 @@ async fn every_dashboard_and_alert_expression_runs_on_real_data() {
             queries_run += 1;
             let coming = COMING_METRICS
                 .iter()
-                .any(|m| selector.contains(m) && !coming_exported.contains(m));
+                .any(|m| selector.contains(m) && !coming_exported.contains(m))
+                || ABSENT_WHEN_HEALTHY
+                    .iter()
+                    .any(|(m, _)| selector.contains(m));
             match prom.query(&selector).await {
                 Ok(r) if r.is_empty() && !coming => failures.push(format!(
                     "alert {name}: selector {selector} selects nothing (wrong metric or label?)"

@@ -144,6 +144,7 @@ fn report(target: &str, model: &str, success: bool) -> SweepReport {
         })
         .collect();
     SweepReport {
+        setup_error: None,
         server_metrics: Default::default(),
         target: target.to_string(),
         kind: SweepKind::Full,

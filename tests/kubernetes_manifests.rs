@@ -460,7 +460,7 @@ fn configmap_config_is_valid_on_every_pod_and_the_pods_share_the_targets() {
     let rooted = |text: &str| text.replace("/etc/llmprobe/", &format!("{}/", root.display()));
     std::fs::create_dir_all(root.join("targets")).unwrap();
     std::fs::create_dir_all(root.join("credentials")).unwrap();
-    std::fs::write(root.join("credentials/api-key"), "sk-test").unwrap();
+    std::fs::write(root.join("credentials/api-key"), "sk-test-key").unwrap();
     let config = str_at(config_map, &["data", "llmprobe.yaml"]);
     std::fs::write(root.join("llmprobe.yaml"), rooted(config)).unwrap();
     let mut discovered = 0;

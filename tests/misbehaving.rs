@@ -100,6 +100,9 @@ enum Check {
     RedirectNotFollowed,
     /// Both sweeps together took less than this.
     Within(Duration),
+    /// The first level's requests all failed alike before reaching a server
+    /// (stats::setup_error): the sweep stopped there with this cause.
+    SetupError(&'static str),
 }
 
 /// A chat stream that a misbehaving server starts: headers, then two chunks.
@@ -133,14 +136,14 @@ fn cases() -> Vec<Case> {
             Server::Url("http://llmprobe-test.invalid/v1"),
             "5s",
             "connect_error",
-            vec![Success(false, ""), ExampleContains("dns")],
+            vec![Success(false, ""), SetupError("dns")],
         ),
         case(
             "TLS handshake failure is a connect error",
             Server::PlainHttpAsTls,
             "2s",
             "connect_error",
-            vec![Success(false, "")],
+            vec![Success(false, ""), SetupError("tls")],
         ),
         case(
             "not HTTP at all is a protocol error",
@@ -624,8 +627,8 @@ async fn run(case: Case) {
         .expect(&serving.base_url, case.request_timeout, case.outcome)
         .await;
     let took = started.elapsed();
-    let first = &r.workloads[0].levels[0];
-    let example = || first.error_examples[case.outcome].as_str();
+    let first = || &r.workloads[0].levels[0];
+    let example = || first().error_examples[case.outcome].as_str();
     for check in &case.checks {
         match check {
             Check::Success(want, why) => assert_eq!(r.success, *want, "{why} {:?}", r.error),
@@ -645,14 +648,20 @@ async fn run(case: Case) {
                     assert_eq!(l.streams_without_finish_reason, l.requests, "{check:?}");
                 }
             }
-            Check::TokenSource(source) => assert_eq!(first.token_source, *source, "{check:?}"),
-            Check::OutputTokens(n) => assert_eq!(first.output_tokens, *n, "{check:?}"),
-            Check::ShedRatio(ratio) => assert_eq!(first.shed_ratio, *ratio, "{check:?}"),
+            Check::TokenSource(source) => {
+                assert_eq!(first().token_source, *source, "{check:?}")
+            }
+            Check::OutputTokens(n) => assert_eq!(first().output_tokens, *n, "{check:?}"),
+            Check::ShedRatio(ratio) => assert_eq!(first().shed_ratio, *ratio, "{check:?}"),
             Check::RedirectNotFollowed => {
                 let elsewhere = serving.elsewhere.as_ref().expect("a redirect target");
                 assert!(elsewhere.requests().is_empty(), "the redirect was followed");
             }
             Check::Within(limit) => assert!(took < *limit, "{check:?}: took {took:?}"),
+            Check::SetupError(cause) => {
+                let found = r.setup_error.as_ref().map(|e| e.cause.as_str());
+                assert_eq!(found, Some(*cause), "{check:?}: {:?}", r.error);
+            }
         }
     }
 }
@@ -724,6 +733,14 @@ impl Harness {
     /// is measured normally afterwards.
     async fn expect(&self, base_url: &str, request_timeout: &str, outcome: &str) -> SweepReport {
         let r = self.sweep(base_url, request_timeout).await;
+        if r.setup_error.is_some() {
+            // Stopped after the first level: its requests were counted,
+            // and no level is reported.
+            assert!(r.workloads.is_empty(), "{:?}", r.workloads);
+            assert!(self.counted(outcome) >= 1, "counted in /metrics");
+            self.next_sweep_is_normal().await;
+            return r;
+        }
         let w = &r.workloads[0];
         let total: u64 = w.levels.iter().map(|l| l.requests).sum();
         for l in &w.levels {

@@ -811,6 +811,7 @@ const KNOWN_METRICS: &[&str] = &[
     "llmprobe_capacity_saturation_concurrency",
     "llmprobe_recommended_max_in_flight",
     "llmprobe_sweep_success",
+    "llmprobe_target_setup_error",
     "llmprobe_sweep_duration_seconds",
     "llmprobe_sweep_last_completion_timestamp_seconds",
     "llmprobe_gateway_overhead_seconds",

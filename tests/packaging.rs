@@ -518,7 +518,7 @@ fn deb_installs_a_working_config_unit_man_pages_and_completions() {
             .arg("--config")
             .arg(&example)
             .env_clear()
-            .env("WORKER_API_KEY", "sk-test"),
+            .env("WORKER_API_KEY", "sk-test-key"),
     );
     let unset = output(
         Command::new(&bin)
@@ -639,7 +639,7 @@ fn tested_commands() -> Vec<String> {
         curl.into(),
         "cp -r /usr/share/llmprobe/examples/prompts /etc/llmprobe/".into(),
         "cp /usr/share/llmprobe/examples/example.yaml /etc/llmprobe/llmprobe.yaml".into(),
-        "echo 'WORKER_API_KEY=sk-...' >> /etc/default/llmprobe".into(),
+        "echo 'WORKER_API_KEY=sk-YOUR-KEY-HERE' >> /etc/default/llmprobe".into(),
         "sh -c 'set -a; . /etc/default/llmprobe; exec llmprobe check-config --config /etc/llmprobe/llmprobe.yaml'".into(),
         "systemctl restart llmprobe".into(),
         "systemctl reload llmprobe".into(),

@@ -189,6 +189,7 @@ fn verdict(concurrency: u32, ok: u64, shed: u64, errors: u64) -> Verdict {
 /// stops at timeouts and errors.
 fn good_report() -> SweepReport {
     SweepReport {
+setup_error: None,
         server_metrics: ServerMetrics {
             source: MetricsSource::Found,
             url: Some("http://10.0.0.5:8000/metrics".to_string()),
@@ -306,6 +307,7 @@ fn good_report() -> SweepReport {
 /// the only level failed to connect.
 fn failed_report() -> SweepReport {
     SweepReport {
+        setup_error: None,
         server_metrics: ServerMetrics {
             note: Some(
                 "no server metrics: http://gw.example/metrics answered HTTP 404".to_string(),

@@ -102,6 +102,7 @@ pub fn report(target: usize) -> SweepReport {
         })
         .collect();
     SweepReport {
+        setup_error: None,
         server_metrics: Default::default(),
         target: format!("worker-{target:03}"),
         kind: Default::default(),

@@ -57,6 +57,23 @@ pub fn shown_name(name: &str) -> String {
         .collect()
 }
 
+/// Fewest characters an API key may have. No real key is shorter, and every
+/// secret is redacted wherever it appears in a text that leaves the process:
+/// a short one (`bad`) would be cut out of unrelated words (`vllm-badkey`).
+pub const MIN_KEY_CHARS: usize = 8;
+
+/// An API key long enough to be one (its value is never in the message).
+pub fn check_key_length(key: &str) -> Result<(), String> {
+    let n = key.chars().count();
+    if n < MIN_KEY_CHARS {
+        return Err(format!(
+            "the key is {n} characters long: keys shorter than {MIN_KEY_CHARS} are refused \
+             (no real key is that short, and redacting it would cut it out of unrelated words)"
+        ));
+    }
+    Ok(())
+}
+
 /// A base URL checked (http or https, no credentials, no query), without
 /// its trailing slash.
 pub fn check_base_url(url: &str) -> Result<String, String> {

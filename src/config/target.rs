@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::checks::{check_base_url, MAX_LEVEL, MAX_REQUESTS_PER_LEVEL};
+use super::checks::{check_base_url, check_key_length, MAX_LEVEL, MAX_REQUESTS_PER_LEVEL};
 use super::defaults;
 use super::env::{read_key_file, Env};
 use super::file::{DefaultsFile, IdleGateFile, MetricsUrl, TargetFile};
@@ -152,7 +152,16 @@ fn resolve_api_key(
             None
         }
         (Some(var), None) => match env.var(var) {
-            Some(v) if !v.trim().is_empty() => Some(Secret::new(v.trim().to_string())),
+            Some(v) if !v.trim().is_empty() => match check_key_length(v.trim()) {
+                Ok(()) => Some(Secret::new(v.trim().to_string())),
+                Err(e) => {
+                    bad(
+                        &k("api_key_env"),
+                        format!("environment variable `{var}`: {e}"),
+                    );
+                    None
+                }
+            },
             _ => {
                 bad(
                     &k("api_key_env"),
@@ -161,7 +170,10 @@ fn resolve_api_key(
                 None
             }
         },
-        (None, Some(f)) => match read_key_file(f, env) {
+        (None, Some(f)) => match read_key_file(f, env).and_then(|v| {
+            check_key_length(&v).map_err(|e| format!("`{f}`: {e}"))?;
+            Ok(v)
+        }) {
             Ok(v) => Some(Secret::new(v)),
             Err(e) => {
                 bad(&k("api_key_file"), e);

@@ -54,7 +54,7 @@ targets:
 
 #[test]
 fn good_config_resolves_with_defaults_and_overrides() {
-    let c = load_str(GOOD, &[("KEY", "sk-test")]).unwrap();
+    let c = load_str(GOOD, &[("KEY", "sk-test-key")]).unwrap();
     assert_eq!(c.schedule.interval, Duration::from_secs(30));
     assert!((c.schedule.jitter - 0.05).abs() < 1e-12);
     let t = &c.targets[0];
@@ -65,16 +65,16 @@ fn good_config_resolves_with_defaults_and_overrides() {
     assert_eq!(t.slo.max_shed_ratio, 0.05);
     assert_eq!(t.headroom, 0.9);
     assert_eq!(t.workloads[0].max_completion_tokens, 64);
-    assert_eq!(t.api_key.as_ref().unwrap().expose(), "sk-test");
+    assert_eq!(t.api_key.as_ref().unwrap().expose(), "sk-test-key");
     assert!(
-        !format!("{t:?}").contains("sk-test"),
+        !format!("{t:?}").contains("sk-test-key"),
         "Debug must not show the key"
     );
 }
 
 #[test]
 fn every_body_key_of_its_own_is_sent_and_refused_in_extra_body() {
-    let mut c = load_str(GOOD, &[("KEY", "sk-test")]).unwrap();
+    let mut c = load_str(GOOD, &[("KEY", "sk-test-key")]).unwrap();
     let t = &c.targets[0];
     let names: Vec<&str> = t.own_body_keys().iter().map(|(k, _)| *k).collect();
     assert_eq!(
@@ -107,10 +107,26 @@ fn problems(yaml: &str, env: &[(&str, &str)]) -> String {
 }
 
 #[test]
+fn a_key_shorter_than_8_characters_is_refused_without_being_shown() {
+    let e = problems(GOOD, &[("KEY", "bad")]);
+    assert!(
+        e.contains("targets[0] (w1).api_key_env: environment variable `KEY`: the key is 3 characters long: keys shorter than 8 are refused"),
+        "{e}"
+    );
+    assert!(!e.contains("bad\n") && !e.contains("`bad`"), "{e}");
+    // Trimmed first: padding does not make a key long enough.
+    assert!(load_str(GOOD, &[("KEY", "  sk-1234  ")]).is_err());
+    assert!(
+        load_str(GOOD, &[("KEY", "sk-12345")]).is_ok(),
+        "8 characters"
+    );
+}
+
+#[test]
 fn unknown_key_is_named() {
     let e = problems(
         &GOOD.replace("max_concurrency: 2", "max_concurency: 2"),
-        &[("KEY", "k")],
+        &[("KEY", "sk-test-key")],
     );
     assert!(e.contains("llmprobe.yaml"), "{e}");
     assert!(e.contains("max_concurency"), "{e}");
@@ -123,7 +139,7 @@ fn sizes_that_would_exhaust_memory_or_overflow_are_rejected() {
         .replace("levels: [1, 2, 4]", "levels: [1, 2, 40000]")
         .replace("max_concurrency: 2", "requests_per_level: 1e300x")
         .replace("requests_per_level: 2x", "warmup_requests: 4000000");
-    let e = problems(&y, &[("KEY", "k")]);
+    let e = problems(&y, &[("KEY", "sk-test-key")]);
     assert!(
         e.contains("schedule.interval: must be at most 365days"),
         "{e}"
@@ -146,7 +162,7 @@ fn sizes_that_would_exhaust_memory_or_overflow_are_rejected() {
 fn bad_duration_is_named() {
     let e = problems(
         &GOOD.replace("interval: 30s", "interval: 30 parsecs"),
-        &[("KEY", "k")],
+        &[("KEY", "sk-test-key")],
     );
     assert!(e.contains("schedule.interval"), "{e}");
 }
@@ -165,7 +181,7 @@ fn level_and_headroom_and_workload_problems() {
         .replace("levels: [1, 2, 4]", "levels: [1, 4, 2]")
         .replace("workload: chat", "workload: nope")
         .replace("slo:", "headroom: 1.5\n  slo:");
-    let e = problems(&y, &[("KEY", "k")]);
+    let e = problems(&y, &[("KEY", "sk-test-key")]);
     assert!(
         e.contains("defaults.levels: must be strictly increasing"),
         "{e}"
@@ -180,7 +196,7 @@ fn level_and_headroom_and_workload_problems() {
 #[test]
 fn duplicate_targets_and_credentials_in_url() {
     let y = format!("{GOOD}  - name: w1\n    base_url: http://u:p@127.0.0.1:1/v1\n    model: m\n");
-    let e = problems(&y, &[("KEY", "k")]);
+    let e = problems(&y, &[("KEY", "sk-test-key")]);
     assert!(e.contains("duplicate target name `w1`"), "{e}");
     assert!(e.contains("must not hold credentials"), "{e}");
     assert!(
@@ -191,12 +207,15 @@ fn duplicate_targets_and_credentials_in_url() {
 
 #[test]
 fn bad_percent_and_requests_per_level() {
-    let e = problems(&GOOD.replace("jitter: 5%", "jitter: lots"), &[("KEY", "k")]);
+    let e = problems(
+        &GOOD.replace("jitter: 5%", "jitter: lots"),
+        &[("KEY", "sk-test-key")],
+    );
     assert!(
         e.ends_with("schedule.jitter: `lots` is not a percentage like `10%`"),
         "{e}"
     );
-    let e = problems(&GOOD.replace("2x", "twice"), &[("KEY", "k")]);
+    let e = problems(&GOOD.replace("2x", "twice"), &[("KEY", "sk-test-key")]);
     assert!(
         e.ends_with(
             "defaults.requests_per_level: expected `Nx` (N times the concurrency) or a count"
@@ -217,7 +236,7 @@ fn gateway_pair_defaults_and_overrides() {
     let y = format!(
             "{GOOD}{PAIRS}  - {{ name: a, direct: w1, through: gw }}\n  - {{ name: b, direct: w1, through: gw, concurrency: 4, requests: 100, workload: chat }}\n"
         );
-    let c = load_str(&y, &[("KEY", "k")]).unwrap();
+    let c = load_str(&y, &[("KEY", "sk-test-key")]).unwrap();
     let a = &c.gateway_pairs[0];
     assert_eq!((a.concurrency, a.requests), (1, 40));
     assert_eq!(
@@ -233,7 +252,7 @@ fn gateway_pair_problems_are_named() {
     let y = format!(
             "{GOOD}{PAIRS}  - {{ name: a, direct: w1, through: w1, concurrency: 0 }}\n  - {{ name: a, direct: nope, through: gw, requests: 0, workload: none }}\n"
         );
-    let e = problems(&y, &[("KEY", "k")]);
+    let e = problems(&y, &[("KEY", "sk-test-key")]);
     for want in [
             "llmprobe.yaml: gateway_pairs[0] (a).through: must differ from `direct` (both are `w1`)",
             "llmprobe.yaml: gateway_pairs[0] (a).concurrency: must be at least 1",
@@ -247,7 +266,7 @@ fn gateway_pair_problems_are_named() {
     assert_eq!(e.lines().count(), 6, "{e}");
     let e = problems(
         &format!("{GOOD}{PAIRS}  - {{ name: a, direct: w1, through: gw, conc: 2 }}\n"),
-        &[("KEY", "k")],
+        &[("KEY", "sk-test-key")],
     );
     assert!(
         e.contains("gateway_pairs[0].conc: unknown field `conc`"),

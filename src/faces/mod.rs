@@ -3,11 +3,12 @@
 //! document, written and read back), `html` (the report page), `progress`
 //! (the line on stderr during a one-shot sweep), `signals` (the engine's
 //! signals and the limit in words), `explain` (what
-//! `check-config` prints).
+//! `check-config` prints), `online` (what `check-config --online` adds).
 
 pub mod explain;
 pub mod html;
 pub mod json;
+pub mod online;
 pub mod progress;
 pub mod signals;
 pub mod sustained;

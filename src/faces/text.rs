@@ -667,6 +667,7 @@ mod tests {
 
     fn warm_report() -> SweepReport {
         SweepReport {
+            setup_error: None,
             target: "sim".into(),
             kind: SweepKind::Warm,
             model: "m".into(),

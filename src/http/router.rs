@@ -251,15 +251,17 @@ fn render_index(targets: &[TargetStatus], now: SystemTime, ready: bool) -> Strin
         page.push_str("<p>No targets configured.</p>\n");
     } else {
         page.push_str(
-            "<div class=\"scroll\"><table>\n<tr><th>target</th><th>model</th><th>last measured</th><th>last error</th></tr>\n",
+            "<div class=\"scroll\"><table>\n<tr><th>target</th><th>model</th><th>state</th><th>last measured</th><th>last error</th></tr>\n",
         );
         for t in targets {
+            let (class, state) = t.state();
             let _ = writeln!(
                 page,
-                "<tr><td><a href=\"/targets/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td><a href=\"/targets/{}\">{}</a></td><td>{}</td><td><span class=\"badge {class}\">{}</span></td><td>{}</td><td>{}</td></tr>",
                 path_segment(&t.name),
                 escape(&t.name),
                 escape(&t.model),
+                escape(&state),
                 escape(&last_measured(t.last_success_unix, now)),
                 escape(t.last_error.as_deref().unwrap_or("")),
             );

@@ -65,8 +65,7 @@ impl DaemonState {
 
     /// Counts a finished sweep of `target` under its result and kind.
     /// Every result and kind of the target is exported, at zero until counted.
-    pub(super) fn sweep_finished(&self, target: &str, success: bool, kind: &str) {
-        let result = names::sweep_result(success);
+    pub(super) fn sweep_finished(&self, target: &str, result: &str, kind: &str) {
         for r in names::SWEEP_RESULTS {
             for k in names::SWEEP_KINDS {
                 if let Ok(c) = self.sweeps.get_metric_with_label_values(&[target, r, k]) {

@@ -138,8 +138,9 @@ impl Metrics {
     pub fn publish_sweep(&self, report: &SweepReport) {
         self.results.publish_sweep(report);
         self.running.sweep_finished(report);
+        let result = names::sweep_result(report.success, report.setup_error.is_some());
         self.daemon
-            .sweep_finished(&report.target, report.success, report.kind.as_str());
+            .sweep_finished(&report.target, result, report.kind.as_str());
     }
 
     /// Replaces the exported overhead of the report's pair with the report's.

@@ -93,7 +93,7 @@ pub const PROMPT_TOKENS: Spec = Spec {
 /// Counter of finished sweeps by [`sweep_result`] and [`SWEEP_KINDS`].
 pub const SWEEPS: Spec = Spec {
     name: "llmprobe_sweeps_total",
-    help: "Sweeps finished, by result (ok or failed) and kind (full: every level from the lowest; warm: from half the last knee).",
+    help: "Sweeps finished, by result (ok, failed, or setup_error: stopped by a setup mistake, see llmprobe_target_setup_error) and kind (full: every level from the lowest; warm: from half the last knee).",
     labels: &["target", "result", "kind"],
 };
 /// Counter of sweeps the idle gate postponed.
@@ -134,14 +134,19 @@ pub const RELOAD_TIMESTAMP: Spec = Spec {
 };
 
 /// `result` label values of [`SWEEPS`], every one created at zero.
-pub const SWEEP_RESULTS: [&str; 2] = ["ok", "failed"];
+pub const SWEEP_RESULTS: [&str; 3] = ["ok", "failed", "setup_error"];
 
 /// Values of the `kind` label of `llmprobe_sweeps_total`.
 pub const SWEEP_KINDS: [&str; 2] = ["full", "warm"];
 
-/// The `result` label of a sweep that did or did not succeed.
-pub fn sweep_result(success: bool) -> &'static str {
-    SWEEP_RESULTS[usize::from(!success)]
+/// The `result` label of a sweep that did or did not succeed, and that a
+/// setup mistake stopped or not.
+pub fn sweep_result(success: bool, setup_error: bool) -> &'static str {
+    match (success, setup_error) {
+        (true, _) => SWEEP_RESULTS[0],
+        (false, false) => SWEEP_RESULTS[1],
+        (false, true) => SWEEP_RESULTS[2],
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -502,6 +507,12 @@ pub const RECOMMENDED: Spec = Spec {
     help: "Recommended max_in_flight for the worker: the knee times the configured headroom.",
     labels: WORKLOAD,
 };
+/// The setup mistake that stopped the last sweep, by cause.
+pub const TARGET_SETUP_ERROR: Spec = Spec {
+    name: "llmprobe_target_setup_error",
+    help: "1 while the last sweep of the target was stopped by a setup mistake, labelled with its cause (key, model, url, tls, dns); absent otherwise.",
+    labels: &["target", "cause"],
+};
 /// Whether the last sweep succeeded.
 pub const SWEEP_SUCCESS: Spec = Spec {
     name: "llmprobe_sweep_success",
@@ -540,8 +551,9 @@ pub const GATEWAY_SAMPLES: Spec = Spec {
 };
 
 /// The result families other than the quantities' (see [`RESULT_FAMILIES`]).
-const OTHER_RESULT_FAMILIES: [&Spec; 53] = [
+const OTHER_RESULT_FAMILIES: [&Spec; 54] = [
     &SWEEP_SAMPLES,
+    &TARGET_SETUP_ERROR,
     &SWEEP_REASONING_TOKENS,
     &SWEEP_NEW_CONNECTIONS,
     &SWEEP_SHED,
@@ -711,7 +723,8 @@ mod tests {
 
     #[test]
     fn sweep_results_name_success_and_failure() {
-        assert_eq!(sweep_result(true), "ok");
-        assert_eq!(sweep_result(false), "failed");
+        assert_eq!(sweep_result(true, false), "ok");
+        assert_eq!(sweep_result(false, false), "failed");
+        assert_eq!(sweep_result(false, true), "setup_error");
     }
 }

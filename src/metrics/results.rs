@@ -23,6 +23,7 @@ use crate::stats::report::{
     Basis, LevelRole, LevelSummary, PairReport, Setup, SweepReport, Verdict,
 };
 use crate::stats::sample::Outcome;
+use crate::stats::setup_error::Cause;
 use crate::stats::sustained::Sustained;
 
 /// The first label of `llmprobe_target_info`, never taken from a target's labels.
@@ -32,6 +33,8 @@ const TARGET_LABEL: &str = names::TARGET_INFO_LABELS[0];
 #[derive(Debug, Clone, Copy)]
 struct LatestSweep {
     success: bool,
+    /// The setup mistake that stopped it, if one did.
+    setup_error: Option<Cause>,
     /// Its wall time.
     duration_seconds: f64,
 }
@@ -61,6 +64,9 @@ impl TargetState {
         if let Some(latest) = self.latest {
             let success = if latest.success { 1.0 } else { 0.0 };
             out.add(&names::SWEEP_SUCCESS, &[target], success);
+            if let Some(cause) = latest.setup_error {
+                out.add(&names::TARGET_SETUP_ERROR, &[target, cause.as_str()], 1.0);
+            }
             out.add(&names::SWEEP_DURATION, &[target], latest.duration_seconds);
         }
         if let Some(info) = &self.info {
@@ -129,6 +135,7 @@ impl Results {
         let state = targets.entry(report.target.clone()).or_default();
         state.latest = Some(LatestSweep {
             success: report.success,
+            setup_error: report.setup_error.as_ref().map(|e| e.cause),
             duration_seconds: report.duration_seconds,
         });
         if good.is_some() {

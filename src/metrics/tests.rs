@@ -160,6 +160,7 @@ fn workload(name: &str, levels: &[u32]) -> WorkloadReport {
 
 fn report(target: &str, workloads: Vec<WorkloadReport>) -> SweepReport {
     SweepReport {
+        setup_error: None,
         server_metrics: Default::default(),
         target: target.to_string(),
         kind: Default::default(),
@@ -572,6 +573,47 @@ fn a_failed_sweep_keeps_the_last_results_and_reports_failure() {
         !text.contains("connection refused"),
         "errors never become labels"
     );
+}
+
+#[test]
+fn a_setup_error_is_a_failed_sweep_with_its_cause_until_a_sweep_succeeds() {
+    use crate::stats::setup_error::{Cause, SetupError};
+    let m = metrics();
+    m.publish_sweep(&report("w1", vec![workload("chat", &[1, 2])]));
+    let mut stopped = report("w1", Vec::new());
+    stopped.success = false;
+    stopped.setup_error = Some(SetupError {
+        cause: Cause::Key,
+        message: "setup error (key): the server refused the API key".to_string(),
+    });
+    stopped.error = stopped.setup_error.as_ref().map(|e| e.message.clone());
+    m.publish_sweep(&stopped);
+    let text = m.encode();
+    let t = [("target", "w1")];
+    let key = [("target", "w1"), ("cause", "key")];
+    assert_eq!(get(&text, "llmprobe_sweep_success", &t), Some(0.0));
+    assert_eq!(get(&text, "llmprobe_target_setup_error", &key), Some(1.0));
+    assert_eq!(count(&text, "llmprobe_target_setup_error", &[]), 1);
+    let result = |r| [("target", "w1"), ("result", r), ("kind", "full")];
+    assert_eq!(
+        get(&text, "llmprobe_sweeps_total", &result("setup_error")),
+        Some(1.0)
+    );
+    assert_eq!(
+        get(&text, "llmprobe_sweeps_total", &result("failed")),
+        Some(0.0)
+    );
+    // The last good knee stays, with its completion time (its age).
+    let w = [("target", "w1"), ("model", "qwen"), ("workload", "chat")];
+    assert_eq!(
+        get(&text, "llmprobe_capacity_knee_concurrency", &w),
+        Some(2.0)
+    );
+
+    m.publish_sweep(&report("w1", vec![workload("chat", &[1, 2])]));
+    let text = m.encode();
+    assert_eq!(count(&text, "llmprobe_target_setup_error", &[]), 0);
+    assert_eq!(get(&text, "llmprobe_sweep_success", &t), Some(1.0));
 }
 
 #[test]

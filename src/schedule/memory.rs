@@ -125,10 +125,16 @@ impl Memory {
 
     /// Takes in the sweep that [`Memory::prior`] started.
     pub fn record(&mut self, report: Arc<SweepReport>) {
+        self.plan = None;
+        // A sweep a setup mistake stopped measured nothing, and its server
+        // answered as no configured one would (a model list refused, say):
+        // once fixed, the loop goes on from what it knew before.
+        if report.setup_error.is_some() {
+            return;
+        }
         self.planner
             .record(report.kind, warm_start::found_in(&report));
         self.evidence.record(&report);
-        self.plan = None;
         if report.success {
             self.good = Some(report.clone());
         }

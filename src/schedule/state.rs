@@ -277,6 +277,7 @@ mod tests {
 
     fn report(failed: u64) -> SweepReport {
         SweepReport {
+            setup_error: None,
             server_metrics: Default::default(),
             target: "w1".into(),
             kind: Default::default(),

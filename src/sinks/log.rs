@@ -55,7 +55,16 @@ fn sweep(report: &SweepReport) {
     // One message per failed outcome says what went wrong; bounded by the
     // number of outcomes, whatever the number of requests.
     let examples: Vec<String> = examples.iter().map(|(o, e)| format!("{o}: {e}")).collect();
-    if report.success {
+    if let Some(setup) = &report.setup_error {
+        // Nothing was measured: the line says what to fix, not a capacity.
+        tracing::warn!(
+            target_name = %report.target,
+            cause = setup.cause.as_str(),
+            error = %setup.message,
+            duration_s = format!("{:.1}", report.duration_seconds),
+            "sweep stopped by a setup error"
+        );
+    } else if report.success {
         tracing::info!(
             target_name = %report.target,
             knee = %knees.join(","),

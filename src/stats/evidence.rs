@@ -225,6 +225,7 @@ mod tests {
             })
             .collect();
         SweepReport {
+            setup_error: None,
             server_metrics: Default::default(),
             target: "w1".into(),
             kind: Default::default(),

@@ -19,5 +19,6 @@ pub mod rate_search;
 pub mod report;
 pub mod sample;
 pub mod server;
+pub mod setup_error;
 pub mod sustained;
 pub mod verdict;

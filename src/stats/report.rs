@@ -11,6 +11,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::config::{Arrivals, Target};
 use crate::stats::sample::{Outcome, ReasoningFields};
 use crate::stats::server::{ServerMetrics, ServerSignals};
+use crate::stats::setup_error::SetupError;
 
 /// How output tokens can have been counted (`LevelSummary::token_source`).
 pub const TOKEN_SOURCES: [&str; 4] = ["usage", "chunks", "mixed", "none"];
@@ -642,6 +643,9 @@ pub struct SweepReport {
     pub success: bool,
     /// Why the sweep failed, when it did.
     pub error: Option<String>,
+    /// The setup mistake that stopped it, when one did (then `error` is its line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup_error: Option<SetupError>,
     /// Wall time of the whole sweep, seconds.
     pub duration_seconds: f64,
     /// Unix time at which it finished, seconds.
@@ -748,6 +752,19 @@ pub struct TargetStatus {
 }
 
 impl TargetStatus {
+    /// Where the target stands, in a word or two: "not measured yet", "ok",
+    /// "setup error: CAUSE" or "sweep failed"; and whether that is good.
+    pub fn state(&self) -> (&'static str, String) {
+        match self.report.as_deref() {
+            None => ("", "not measured yet".to_string()),
+            Some(r) if r.success => ("ok", "ok".to_string()),
+            Some(r) => match &r.setup_error {
+                Some(e) => ("failed", format!("setup error: {}", e.cause.as_str())),
+                None => ("failed", "sweep failed".to_string()),
+            },
+        }
+    }
+
     /// The status of a target not swept yet.
     pub fn new(name: &str, model: &str) -> Self {
         TargetStatus {
@@ -783,6 +800,7 @@ mod tests {
 
     fn sweep(success: bool, at: f64) -> SweepReport {
         SweepReport {
+            setup_error: None,
             target: "w1".to_string(),
             kind: SweepKind::Full,
             model: "qwen".to_string(),

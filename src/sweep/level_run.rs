@@ -11,7 +11,7 @@ use crate::config::Target;
 use crate::stats::evidence;
 use crate::stats::level;
 use crate::stats::report::{Basis, Counts, Decision, FoundIn, LevelRole, LevelSummary, Verdict};
-use crate::stats::sample::Outcome;
+use crate::stats::sample::{Outcome, Sample};
 use crate::stats::verdict::{self, Breach, Tally};
 use crate::sweep::client_lag::LagWatch;
 use crate::sweep::closed_loop::{self, Pass};
@@ -29,14 +29,15 @@ pub(super) enum Stop {
 }
 
 /// Measures level `concurrency` of `role`, from places it holds for it,
-/// judged with `pooled` (what earlier sweeps saw there).
+/// judged with `pooled` (what earlier sweeps saw there): its summary, and
+/// its requests' samples (a first level's decide whether the setup is wrong).
 pub(super) async fn measure(
     run: &closed_loop::Run,
     concurrency: u32,
     role: LevelRole,
     server: Option<&signals::Watch>,
     pooled: &evidence::Prior,
-) -> Result<LevelSummary, Stop> {
+) -> Result<(LevelSummary, Vec<Sample>), Stop> {
     let target = &run.requests.target;
     let workload = &run.requests.workload;
     let unbounded = || run.watch.as_ref().and_then(|w| w.unbounded());
@@ -95,7 +96,7 @@ pub(super) async fn measure(
         // is judged as the full one would be.
         level::mark_stopped_early(&mut summary, breach, planned);
     }
-    Ok(summary)
+    Ok((summary, measured.samples))
 }
 
 /// What the passes over one level measured, and their verdict.

@@ -11,11 +11,13 @@ mod env;
 pub mod interleaved;
 pub mod ladder;
 mod level_run;
+pub mod online;
 mod open_loop;
 pub mod output_limit;
 pub mod probe_stream;
 pub mod refine;
 mod requests;
+mod setup_check;
 pub(crate) mod signals;
 pub mod sustained;
 mod timing;
@@ -33,12 +35,14 @@ use crate::stats::client;
 use crate::stats::evidence::{self, Evidence};
 use crate::stats::level;
 use crate::stats::limit;
-use crate::stats::report::{FoundIn, LevelSummary, SweepKind, SweepReport, WorkloadReport};
+use crate::stats::report::{FoundIn, LevelSummary, Setup, SweepKind, SweepReport, WorkloadReport};
 use crate::stats::sample::{Outcome, ReasoningFields};
+use crate::stats::setup_error::SetupError;
 use crate::sweep::ladder::{Ladder, WarmStart};
 use closed_loop::Pass;
 pub use env::{NoObserver, Observer, SweepEnv};
 pub(crate) use requests::Requests;
+use setup_check::Stop;
 use timing::unix_now;
 pub use timing::SETTLE_AFTER_EARLY_STOP;
 
@@ -145,6 +149,7 @@ pub async fn run_after(
     );
     let mut checked = 0;
     let mut error = None;
+    let mut setup_error: Option<SetupError> = None;
     // Levels measured on another server (or model) say nothing of this one.
     let good = prior
         .good
@@ -185,6 +190,7 @@ pub async fn run_after(
                         earlier,
                         &pool,
                         server.as_ref(),
+                        &setup,
                     );
                     let measured = run.await;
                     checked += watch.as_ref().map_or(0, |w| w.bounded());
@@ -193,7 +199,12 @@ pub async fn run_after(
                             workloads.push(report);
                             break;
                         }
-                        Err(unbounded) => unbounded,
+                        Err(Stop::Unbounded(why, found_in)) => (why, found_in),
+                        // Every other workload would fail alike: the sweep ends.
+                        Err(Stop::Setup(e)) => {
+                            setup_error = Some(e);
+                            return;
+                        }
                     };
                     let left = choice.field();
                     match choice.unbounded(why, found_in, limit) {
@@ -232,7 +243,9 @@ pub async fn run_after(
     }
     cancel.cancel();
     timer.abort();
-    let error = if limit_hit.load(Ordering::SeqCst) {
+    let error = if let Some(e) = &setup_error {
+        Some(e.message.clone())
+    } else if limit_hit.load(Ordering::SeqCst) {
         Some(ending.time_limit_text())
     } else if env.cancel.is_cancelled() {
         Some("sweep cancelled".to_string())
@@ -258,6 +271,7 @@ pub async fn run_after(
         model: target.model.clone(),
         success: error.is_none(),
         error,
+        setup_error,
         duration_seconds: started.elapsed().as_secs_f64(),
         finished_at_unix_seconds: unix_now(),
         setup,
@@ -306,9 +320,7 @@ fn unreachable_error(workloads: &[WorkloadReport]) -> Option<String> {
     }
 }
 
-/// Runs one workload: warm-up, then its levels. Err: an answer showed that
-/// the field sent does not bound the output (why, and in which answers),
-/// and the workload is abandoned where it was.
+/// Runs one workload: warm-up, then its levels; Err: why it was abandoned.
 // The workload's own inputs and the two things its loop knows (the last good
 // sweep's levels, the pooled evidence): grouping them would only rename them.
 #[allow(clippy::too_many_arguments)]
@@ -322,7 +334,8 @@ async fn run_workload(
     earlier: Option<Earlier<'_>>,
     pool: &(dyn Fn(u32) -> evidence::Prior + Sync),
     server: Option<&signals::Watch>,
-) -> Result<WorkloadReport, (String, FoundIn)> {
+    setup: &Setup,
+) -> Result<WorkloadReport, Stop> {
     let requests = Arc::new(requests);
     let target = requests.target.clone();
     let workload = requests.workload.clone();
@@ -337,16 +350,24 @@ async fn run_workload(
     // Warm-up opens connections and wakes caches; its samples are dropped
     // (its answers are judged against the output limit all the same).
     let first_level = target.levels.first().copied().unwrap_or(1);
+    let mut first = setup_check::First::new(setup);
     if target.warmup_requests > 0 {
         let c = target.warmup_requests.min(first_level.max(1));
         if let Ok(places) = run.hold_places(c, target.request_timeout).await {
-            run.level(c, u64::from(target.warmup_requests), Pass::Warm, None)
+            let warm = run
+                .level(c, u64::from(target.warmup_requests), Pass::Warm, None)
                 .await;
             drop(places);
+            // A field the server refuses is found first: the workload
+            // starts again with the next one, which may well be accepted.
+            if let Some(why) = unbounded() {
+                return Err(Stop::Unbounded(why, FoundIn::WarmUp));
+            }
+            first.judge(&run.requests, &warm.samples)?;
         }
     }
     if let Some(why) = unbounded() {
-        return Err((why, FoundIn::WarmUp));
+        return Err(Stop::Unbounded(why, FoundIn::WarmUp));
     }
 
     // Which level comes next: the configured ones from the lowest (a warm
@@ -383,10 +404,13 @@ async fn run_workload(
         let mut retries = 0;
         let measured = loop {
             let pooled = pool(concurrency);
-            let summary = match level_run::measure(&run, concurrency, role, server, &pooled).await {
-                Ok(summary) => summary,
-                Err(stop) => break Err(stop),
-            };
+            let (summary, samples) =
+                match level_run::measure(&run, concurrency, role, server, &pooled).await {
+                    Ok(measured) => measured,
+                    Err(stop) => break Err(stop),
+                };
+            // The first level's requests, when no warm-up came before.
+            first.judge(&run.requests, &samples)?;
             match client::limited(&summary, &target.slo) {
                 // A stall passes: the level runs again.
                 Some(why) if retries < client::CLIENT_RETRIES && !cancel.is_cancelled() => {
@@ -428,7 +452,9 @@ async fn run_workload(
                 }
                 break;
             }
-            Err(level_run::Stop::Unbounded(why, found_in)) => return Err((why, found_in)),
+            Err(level_run::Stop::Unbounded(why, found_in)) => {
+                return Err(Stop::Unbounded(why, found_in))
+            }
             Err(level_run::Stop::Cancelled) => {
                 not_measured = Some(format!(
                     "concurrency {concurrency} not completed: {}",

@@ -42,6 +42,11 @@ pub(crate) struct Placed {
 }
 
 impl Requests {
+    /// The endpoint's full URL.
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
     /// With the configured output-limit field, else the endpoint kind's
     /// default (gateway pairs, which measure stub engines).
     pub(crate) fn new(target: &Arc<Target>, workload: &Arc<Workload>, base_url: &str) -> Self {

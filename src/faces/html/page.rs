@@ -175,10 +175,10 @@ pub fn target_section(r: &SweepReport, settings: Option<&TargetSettings>, id: &s
         escape(&r.target),
         escape(&r.model),
         if r.success { "ok" } else { "failed" },
-        if r.success {
-            "sweep complete"
-        } else {
-            "sweep failed"
+        match (r.success, &r.setup_error) {
+            (true, _) => "sweep complete".to_string(),
+            (false, None) => "sweep failed".to_string(),
+            (false, Some(e)) => format!("setup error: {}", e.cause.as_str()),
         }
     );
     if let Some(e) = &r.error {
@@ -563,6 +563,7 @@ mod tests {
             format_version: 1,
             llmprobe_version: HOSTILE.into(),
             targets: vec![SweepReport {
+                setup_error: None,
                 server_metrics: Default::default(),
                 target: format!("t{HOSTILE}"),
                 kind: Default::default(),
