@@ -26,7 +26,7 @@ use crate::faces::html::escape::{escape, path_segment};
 use crate::faces::html::page;
 use crate::faces::html::settings::TargetSettings;
 use crate::metrics::{Metrics, TEXT_CONTENT_TYPE};
-use crate::stats::report::TargetStatus;
+use crate::stats::status::TargetStatus;
 
 /// How long `POST /-/reload` waits for the reload to finish before answering
 /// 500, so that a stuck reload cannot hold HTTP clients forever.
