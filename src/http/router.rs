@@ -251,17 +251,23 @@ fn render_index(targets: &[TargetStatus], now: SystemTime, ready: bool) -> Strin
         page.push_str("<p>No targets configured.</p>\n");
     } else {
         page.push_str(
-            "<div class=\"scroll\"><table>\n<tr><th>target</th><th>model</th><th>state</th><th>last measured</th><th>last error</th></tr>\n",
+            "<div class=\"scroll\"><table>\n<tr><th>target</th><th>model</th><th>state</th><th>knee</th><th>last probe</th><th>last measured</th><th>last error</th></tr>\n",
         );
+        let now_unix = now
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
         for t in targets {
             let (class, state) = t.state();
+            let (probe_class, probe) = t.probe_line(now_unix);
             let _ = writeln!(
                 page,
-                "<tr><td><a href=\"/targets/{}\">{}</a></td><td>{}</td><td><span class=\"badge {class}\">{}</span></td><td>{}</td><td>{}</td></tr>",
+                "<tr><td><a href=\"/targets/{}\">{}</a></td><td>{}</td><td><span class=\"badge {class}\">{}</span></td><td>{}</td><td><span class=\"badge {probe_class}\">{}</span></td><td>{}</td><td>{}</td></tr>",
                 path_segment(&t.name),
                 escape(&t.name),
                 escape(&t.model),
                 escape(&state),
+                escape(&knees(t)),
+                escape(&probe),
                 escape(&last_measured(t.last_success_unix, now)),
                 escape(t.last_error.as_deref().unwrap_or("")),
             );
@@ -272,6 +278,25 @@ fn render_index(targets: &[TargetStatus], now: SystemTime, ready: bool) -> Strin
         }
     }
     page::document("llmprobe", &page)
+}
+
+/// Each workload's knee and recommended max_in_flight from the latest
+/// sweep that measured them ("short-chat 8 (max_in_flight 7)"), "" before.
+fn knees(t: &TargetStatus) -> String {
+    let Some(r) = t.report.as_deref().filter(|r| r.success) else {
+        return String::new();
+    };
+    r.workloads
+        .iter()
+        .map(|w| {
+            let c = &w.capacity;
+            format!(
+                "{} {} (max_in_flight {})",
+                w.workload, c.knee_concurrency, c.recommended_max_in_flight
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// "2024-01-01T00:00:00Z (5m 3s ago)", or "never".
@@ -328,6 +353,7 @@ mod tests {
                 last_error: Some("HTTP 503 \"busy\"".to_string()),
                 report: None,
                 target: None,
+                probe: None,
             }]
         });
         let dead_loops = DeadLoops::default();
@@ -488,6 +514,69 @@ mod tests {
         tokio::time::sleep(INDEX_REBUILD_EVERY).await;
         s.get("/").await;
         assert_eq!(s.renders.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn the_index_row_gives_each_knee_and_the_last_probe() {
+        use crate::stats::probe::{ProbeOutcome, ProbeResult};
+        use crate::stats::report::{Capacity, SweepReport, WorkloadReport};
+        use crate::stats::sample::Outcome;
+        let now = UNIX_EPOCH + Duration::from_secs(1_700_000_300);
+        let probe = |outcome, ttft| ProbeResult {
+            outcome,
+            ttft,
+            latency: None,
+            cold: None,
+            dispatch_lag: 0.0,
+            prompt_tokens: 0,
+            output_tokens: 0,
+            reasoning_tokens: 0,
+            error: None,
+        };
+        let mut t = TargetStatus::new("w1", "m");
+        t.record(&SweepReport {
+            target: "w1".into(),
+            kind: Default::default(),
+            model: "m".into(),
+            success: true,
+            error: None,
+            setup_error: None,
+            duration_seconds: 1.0,
+            finished_at_unix_seconds: 1_700_000_000.0,
+            setup: Default::default(),
+            output_limit: Default::default(),
+            server_metrics: Default::default(),
+            workloads: vec![WorkloadReport {
+                workload: "chat".into(),
+                levels: Vec::new(),
+                skipped_levels: Vec::new(),
+                carried_levels: Vec::new(),
+                capacity: Capacity {
+                    knee_concurrency: 8,
+                    recommended_max_in_flight: 7,
+                    ..Capacity::default()
+                },
+            }],
+        });
+        t.record_probe(
+            &probe(ProbeOutcome::Request(Outcome::Ok), Some(0.023)),
+            1_700_000_295.0,
+        );
+        let page = render_index(std::slice::from_ref(&t), now, true);
+        assert!(page.contains("<td>chat 8 (max_in_flight 7)</td>"), "{page}");
+        assert!(
+            page.contains("<span class=\"badge ok\">ok (TTFT 23 ms, 5s ago)</span>"),
+            "{page}"
+        );
+        t.record_probe(
+            &probe(ProbeOutcome::Request(Outcome::ConnectError), None),
+            1_700_000_299.0,
+        );
+        let page = render_index(std::slice::from_ref(&t), now, true);
+        assert!(
+            page.contains("<span class=\"badge failed\">failing: connect_error (1s ago)</span>"),
+            "{page}"
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::sync::{Arc, RwLock, RwLockWriteGuard};
 use crate::config::{Schedule, Target};
 use crate::sinks::sink::Sink;
 use crate::stats::pair_report::PairReport;
+use crate::stats::probe::ProbeEvent;
 use crate::stats::report::SweepReport;
 use crate::stats::status::TargetStatus;
 
@@ -42,6 +43,15 @@ impl Sink for IndexPage {
 
     fn sweep(&self, target: &Target, report: &Arc<SweepReport>) {
         self.entry(target, |s| s.record_shared(report.clone()));
+    }
+
+    fn probe(&self, target: &Target, event: &ProbeEvent) {
+        if let ProbeEvent::Probed(r) = event {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            self.entry(target, |s| s.record_probe(r, now));
+        }
     }
 
     fn pair(&self, _report: &PairReport) {}

@@ -3,7 +3,21 @@
 use std::sync::Arc;
 
 use crate::config::Target;
+use crate::stats::probe::ProbeResult;
 use crate::stats::report::SweepReport;
+
+/// The last probe between sweeps of a target, for the index page.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeSeen {
+    /// Whether the server served it.
+    pub served: bool,
+    /// Its outcome label.
+    pub outcome: &'static str,
+    /// Its TTFT, seconds, when served.
+    pub ttft: Option<f64>,
+    /// When it ended, Unix seconds.
+    pub at_unix: f64,
+}
 
 /// Where a target stands, for the index page: the latest sweep's verdict.
 #[derive(Debug, Clone, Default)]
@@ -20,6 +34,8 @@ pub struct TargetStatus {
     pub report: Option<Arc<SweepReport>>,
     /// The target as configured (for the pages' configuration facts).
     pub target: Option<Arc<Target>>,
+    /// The last probe between sweeps, if any was sent.
+    pub probe: Option<ProbeSeen>,
 }
 
 impl TargetStatus {
@@ -33,6 +49,33 @@ impl TargetStatus {
                 Some(e) => ("failed", format!("setup error: {}", e.cause.as_str())),
                 None => ("failed", "sweep failed".to_string()),
             },
+        }
+    }
+
+    /// Takes in a finished probe, ended at `at_unix`.
+    pub fn record_probe(&mut self, r: &ProbeResult, at_unix: f64) {
+        self.probe = Some(ProbeSeen {
+            served: r.outcome.served(),
+            outcome: r.outcome.as_str(),
+            ttft: r.ttft,
+            at_unix,
+        });
+    }
+
+    /// The last probe in a few words ("" before the first), and whether
+    /// it was served.
+    pub fn probe_line(&self, now_unix: f64) -> (&'static str, String) {
+        let Some(p) = &self.probe else {
+            return ("", String::new());
+        };
+        let ago = (now_unix - p.at_unix).max(0.0);
+        match (p.served, p.ttft) {
+            (true, Some(t)) => (
+                "ok",
+                format!("{} (TTFT {:.0} ms, {ago:.0}s ago)", p.outcome, t * 1000.0),
+            ),
+            (true, None) => ("ok", format!("{} ({ago:.0}s ago)", p.outcome)),
+            (false, _) => ("failed", format!("failing: {} ({ago:.0}s ago)", p.outcome)),
         }
     }
 
