@@ -92,6 +92,7 @@ pub async fn run(
         control: control_tx,
         allow_reload: config.web.enable_reload,
         dead_loops: dead_loops.clone(),
+        reloads: Arc::default(),
         targets: Arc::new(move || {
             status_view
                 .read()

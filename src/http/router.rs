@@ -25,6 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::faces::html::escape::{escape, path_segment};
 use crate::faces::html::page;
 use crate::faces::html::settings::TargetSettings;
+use crate::http::reloads::ReloadGate;
 use crate::metrics::{Metrics, TEXT_CONTENT_TYPE};
 use crate::stats::report::TargetStatus;
 
@@ -65,6 +66,8 @@ pub struct AppState {
     pub targets: TargetStatusFn,
     /// Loops that died: `/healthz` fails while there are any.
     pub dead_loops: DeadLoops,
+    /// The turn of reloads over HTTP.
+    pub reloads: Arc<ReloadGate>,
 }
 
 /// Longest time the index page is served as rendered: a flood of `GET /`
@@ -145,13 +148,31 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
     }
 }
 
-async fn reload(State(state): State<AppState>) -> (StatusCode, String) {
+async fn reload(State(state): State<AppState>) -> Response {
     if !state.allow_reload {
+        state.metrics.reload_refused("disabled");
+        state.reloads.refusals().warn("disabled");
         return (
             StatusCode::FORBIDDEN,
             "reload over HTTP is disabled; send SIGHUP instead\n".to_string(),
-        );
+        )
+            .into_response();
     }
+    let Some(_turn) = state.reloads.enter().await else {
+        state.metrics.reload_refused("busy");
+        state.reloads.refusals().warn("busy");
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::RETRY_AFTER, "1")],
+            "a reload is under way and another is waiting; try again in a second\n",
+        )
+            .into_response();
+    };
+    reload_now(&state).await.into_response()
+}
+
+/// Asks the control loop for a reload and waits for its outcome.
+async fn reload_now(state: &AppState) -> (StatusCode, String) {
     let (reply, outcome) = oneshot::channel();
     if state.control.send(Control::Reload { reply }).await.is_err() {
         return (
@@ -304,6 +325,7 @@ mod tests {
         ready: Arc<AtomicBool>,
         dead_loops: DeadLoops,
         client: reqwest::Client,
+        metrics: Arc<Metrics>,
     }
 
     /// Serves the router on 127.0.0.1:0; reloads succeed unless the control
@@ -332,12 +354,13 @@ mod tests {
         });
         let dead_loops = DeadLoops::default();
         let app = router(AppState {
-            metrics,
+            metrics: metrics.clone(),
             ready: Arc::clone(&ready),
             control: tx,
             allow_reload,
             targets,
             dead_loops: Arc::clone(&dead_loops),
+            reloads: Arc::default(),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -351,6 +374,7 @@ mod tests {
             renders,
             ready,
             dead_loops,
+            metrics,
             client: reqwest::Client::builder()
                 .no_proxy()
                 .build()
@@ -438,6 +462,44 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_flood_of_reload_posts_reloads_once_a_second_and_counts_the_rest() {
+        let s = start(true, Ok(())).await;
+        let started = Instant::now();
+        let posts: Vec<_> = (0..20)
+            .map(|_| {
+                let (client, url) = (s.client.clone(), format!("{}/-/reload", s.base));
+                tokio::spawn(
+                    async move { client.post(url).send().await.unwrap().status().as_u16() },
+                )
+            })
+            .collect();
+        let mut statuses = Vec::new();
+        for p in posts {
+            statuses.push(p.await.unwrap());
+        }
+        let ok = statuses.iter().filter(|&&c| c == 200).count();
+        let busy = statuses.iter().filter(|&&c| c == 429).count();
+        assert_eq!(ok + busy, 20, "{statuses:?}");
+        // Twenty posts within milliseconds: one reload runs, one waits its
+        // turn (a third may get a place once the first is done), a second
+        // apart; the rest are refused.
+        assert!(ok >= 1 && busy >= 10, "{statuses:?}");
+        let spaced = crate::http::reloads::SPACING * (ok as u32 - 1);
+        assert!(
+            started.elapsed() >= spaced,
+            "{ok} reloads in {:?}",
+            started.elapsed()
+        );
+        let text = s.metrics.encode();
+        let refused = format!("llmprobe_reload_refused_total{{reason=\"busy\"}} {busy}");
+        assert!(text.contains(&refused), "{refused}");
+        let s = start(false, Ok(())).await;
+        assert_eq!(s.post("/-/reload").await.0, 403);
+        let text = s.metrics.encode();
+        assert!(text.contains("llmprobe_reload_refused_total{reason=\"disabled\"} 1"));
+    }
+
+    #[tokio::test]
     async fn reload_fails_cleanly_when_the_control_loop_is_gone() {
         let (tx, rx) = mpsc::channel::<Control>(1);
         drop(rx);
@@ -448,8 +510,9 @@ mod tests {
             allow_reload: true,
             targets: Arc::new(Vec::new),
             dead_loops: Default::default(),
+            reloads: Arc::default(),
         };
-        let (status, body) = reload(State(state)).await;
+        let (status, body) = reload_now(&state).await;
         assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
         assert!(body.contains("shutting down"));
     }

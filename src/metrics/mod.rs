@@ -12,12 +12,14 @@
 //!   written when a sweep ends;
 //! - `exposition`: one scrape, written in chunks as the body is sent;
 //! - `daemon`: the daemon's own state (sweeps counted, in flight, reloads);
+//! - `bounds`: refused auth and reloads, abandoned discovery reads;
 //! - `fleet`: target discovery and sharding;
 //! - `config_info`: each measured target's SLO and interval;
 //! - `probes`: the probes between sweeps (availability, TTFT, cost).
 //! - `register`, `locks`: a counter made and registered in one step; lock
 //!   access that survives a panicking writer.
 
+mod bounds;
 mod config_info;
 mod daemon;
 mod exposition;
@@ -40,6 +42,7 @@ use crate::config::Target;
 use crate::stats::probe::ProbeEvent;
 use crate::stats::report::{PairReport, Setup, SweepReport};
 use crate::stats::sample::Sample;
+use bounds::Bounds;
 use daemon::DaemonState;
 pub use exposition::Exposition;
 use exposition::{Gathered, Source};
@@ -60,6 +63,7 @@ pub struct Metrics {
     registry: Registry,
     running: RunningTotals,
     daemon: DaemonState,
+    bounds: Bounds,
     results: Results,
     fleet: FleetMetrics,
     config_info: ConfigInfo,
@@ -103,6 +107,7 @@ impl Metrics {
             registry: registry.clone(),
             running,
             daemon,
+            bounds: Bounds::new(registry)?,
             results: Results::default(),
             fleet: FleetMetrics::new(registry)?,
             config_info: ConfigInfo::new(registry)?,
@@ -205,6 +210,23 @@ impl Metrics {
     /// SLO and interval, for alert rules.
     pub fn set_target_limits(&self, target: &str, limits: &TargetLimits) {
         self.config_info.set_target(target, limits);
+    }
+
+    /// Counts a request the HTTP side refused with 401, for `reason`
+    /// ([`names::AUTH_FAILURE_REASONS`]).
+    pub fn auth_failed(&self, reason: &str) {
+        self.bounds.auth_failed(reason);
+    }
+
+    /// Counts a `POST /-/reload` not acted on, for `reason`
+    /// ([`names::RELOAD_REFUSED_REASONS`]).
+    pub fn reload_refused(&self, reason: &str) {
+        self.bounds.reload_refused(reason);
+    }
+
+    /// Counts a discovery read abandoned because it did not finish in time.
+    pub fn discovery_read_abandoned(&self) {
+        self.bounds.discovery_read_abandoned();
     }
 
     /// Counts a failed read of a discovery file.

@@ -7,10 +7,12 @@
 //!
 //! [`Outcome::as_str`]: crate::stats::sample::Outcome::as_str
 
+mod bounds;
 mod client;
 mod probe;
 mod spec;
 
+pub use bounds::*;
 pub use client::*;
 pub use probe::*;
 pub use spec::Spec;
