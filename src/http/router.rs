@@ -36,11 +36,12 @@ const RELOAD_TIMEOUT: Duration = Duration::from_secs(60);
 /// A request from the HTTP side to the daemon's control loop.
 #[derive(Debug)]
 pub enum Control {
-    /// Reload the configuration; the reply carries the outcome (the error
+    /// Reload the configuration; the reply carries the outcome (notes to
+    /// add on success, such as a discovery read that hangs; the error
     /// message on failure), as SIGHUP does through the same code path.
     Reload {
         /// Where the control loop sends the outcome.
-        reply: oneshot::Sender<Result<(), String>>,
+        reply: oneshot::Sender<Result<Vec<String>, String>>,
     },
 }
 
@@ -181,7 +182,13 @@ async fn reload_now(state: &AppState) -> (StatusCode, String) {
         );
     }
     match tokio::time::timeout(RELOAD_TIMEOUT, outcome).await {
-        Ok(Ok(Ok(()))) => (StatusCode::OK, "configuration reloaded\n".to_string()),
+        Ok(Ok(Ok(notes))) => {
+            let mut body = "configuration reloaded\n".to_string();
+            for note in notes {
+                let _ = writeln!(body, "note: {note}");
+            }
+            (StatusCode::OK, body)
+        }
         Ok(Ok(Err(message))) => (
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("reload failed: {message}\n"),
@@ -330,7 +337,7 @@ mod tests {
 
     /// Serves the router on 127.0.0.1:0; reloads succeed unless the control
     /// loop is told to fail them.
-    async fn start(allow_reload: bool, reload_result: Result<(), String>) -> Running {
+    async fn start(allow_reload: bool, reload_result: Result<Vec<String>, String>) -> Running {
         let metrics = test_metrics();
         let ready = Arc::new(AtomicBool::new(false));
         let (tx, mut rx) = mpsc::channel::<Control>(4);
@@ -417,7 +424,7 @@ mod tests {
 
     #[tokio::test]
     async fn metrics_health_and_readiness() {
-        let s = start(true, Ok(())).await;
+        let s = start(true, Ok(Vec::new())).await;
         let (status, ct, body) = s.get("/metrics").await;
         assert_eq!(status, 200);
         assert_eq!(ct, "text/plain; version=0.0.4; charset=utf-8");
@@ -433,7 +440,7 @@ mod tests {
 
     #[tokio::test]
     async fn healthz_fails_while_a_measurement_loop_is_dead() {
-        let s = start(true, Ok(())).await;
+        let s = start(true, Ok(Vec::new())).await;
         s.ready.store(true, Ordering::Release);
         *s.dead_loops.write().unwrap() = vec!["w1".to_string(), "w2".to_string()];
         let (status, _, body) = s.get("/healthz").await;
@@ -448,22 +455,31 @@ mod tests {
 
     #[tokio::test]
     async fn reload_reports_the_outcome() {
-        let s = start(true, Ok(())).await;
-        assert_eq!(s.post("/-/reload").await.0, 200);
+        let s = start(true, Ok(Vec::new())).await;
+        assert_eq!(
+            s.post("/-/reload").await,
+            (200, "configuration reloaded\n".to_string())
+        );
         assert_eq!(s.get("/-/reload").await.0, 405);
+
+        let note = "file_sd: the last read did not finish within 30s and was abandoned";
+        let s = start(true, Ok(vec![note.to_string()])).await;
+        let (status, body) = s.post("/-/reload").await;
+        assert_eq!(status, 200);
+        assert_eq!(body, format!("configuration reloaded\nnote: {note}\n"));
 
         let s = start(true, Err("targets[0].base_url: missing".to_string())).await;
         let (status, body) = s.post("/-/reload").await;
         assert_eq!(status, 500);
         assert!(body.contains("targets[0].base_url: missing"), "{body}");
 
-        let s = start(false, Ok(())).await;
+        let s = start(false, Ok(Vec::new())).await;
         assert_eq!(s.post("/-/reload").await.0, 403);
     }
 
     #[tokio::test]
     async fn a_flood_of_reload_posts_reloads_once_a_second_and_counts_the_rest() {
-        let s = start(true, Ok(())).await;
+        let s = start(true, Ok(Vec::new())).await;
         let started = Instant::now();
         let posts: Vec<_> = (0..20)
             .map(|_| {
@@ -493,7 +509,7 @@ mod tests {
         let text = s.metrics.encode();
         let refused = format!("llmprobe_reload_refused_total{{reason=\"busy\"}} {busy}");
         assert!(text.contains(&refused), "{refused}");
-        let s = start(false, Ok(())).await;
+        let s = start(false, Ok(Vec::new())).await;
         assert_eq!(s.post("/-/reload").await.0, 403);
         let text = s.metrics.encode();
         assert!(text.contains("llmprobe_reload_refused_total{reason=\"disabled\"} 1"));
@@ -519,7 +535,7 @@ mod tests {
 
     #[tokio::test]
     async fn index_lists_targets_escaped() {
-        let s = start(true, Ok(())).await;
+        let s = start(true, Ok(Vec::new())).await;
         let (status, ct, body) = s.get("/").await;
         assert_eq!(status, 200);
         assert!(ct.starts_with("text/html"), "{ct}");
@@ -535,7 +551,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_flood_of_index_requests_renders_the_page_once_a_period() {
-        let s = start(true, Ok(())).await;
+        let s = start(true, Ok(Vec::new())).await;
         let (_, _, first) = s.get("/").await;
         for _ in 0..50 {
             let (status, _, body) = s.get("/").await;
