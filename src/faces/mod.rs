@@ -10,6 +10,7 @@ pub mod html;
 pub mod json;
 pub mod online;
 pub mod progress;
+pub mod prompt_memory;
 pub mod signals;
 pub mod sustained;
 pub mod text;

@@ -25,6 +25,6 @@ pub const RELOAD_REFUSED_REASONS: [&str; 3] = ["disabled", "unauthorized", "busy
 /// File_sd reads abandoned because they did not finish in time.
 pub const FILE_SD_READ_TIMEOUTS: Spec = Spec {
     name: "llmprobe_file_sd_read_timeouts_total",
-    help: "Reads of the file_sd files abandoned because they did not finish within 30 s (a FIFO, a hung network mount); the files keep the targets they gave last time and the read is tried again at the next refresh.",
+    help: "Reads of the file_sd files abandoned because they did not finish within 30 s (a hung network mount); the files keep the targets they gave last time and the read is tried again at the next refresh.",
     labels: &[],
 };
