@@ -31,14 +31,14 @@ pub fn check_tls(cert: &Path, key: &Path) -> Result<(), String> {
 pub fn load_tls(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, String> {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-        .map_err(|e| format!("cannot read `{}`: {e}", cert.display()))?
+    let cert_pem = read_pem(cert)?;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
         .collect::<Result<_, _>>()
         .map_err(|e| format!("`{}` is not a PEM certificate chain: {e}", cert.display()))?;
     if certs.is_empty() {
         return Err(format!("`{}` holds no certificate", cert.display()));
     }
-    let key = PrivateKeyDer::from_pem_file(key)
+    let key = PrivateKeyDer::from_pem_slice(&read_pem(key)?)
         .map_err(|e| format!("cannot read a private key from `{}`: {e}", key.display()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
@@ -48,6 +48,22 @@ pub fn load_tls(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, St
         .with_single_cert(certs, key)
         .map_err(|e| format!("certificate and key do not form a usable pair: {e}"))?;
     Ok(Arc::new(config))
+}
+
+/// Largest certificate or key file read.
+const MAX_PEM_BYTES: u64 = 4 << 20;
+
+/// A PEM file's bytes, read as every file is (opened, then the handle
+/// checked: a FIFO is refused, never waited on).
+fn read_pem(path: &Path) -> Result<Vec<u8>, String> {
+    match crate::config::env::read_limited(path, MAX_PEM_BYTES) {
+        Ok(Some(bytes)) => Ok(bytes),
+        Ok(None) => Err(format!(
+            "`{}` is larger than {MAX_PEM_BYTES} bytes",
+            path.display()
+        )),
+        Err(e) => Err(format!("cannot read `{}`: {e}", path.display())),
+    }
 }
 
 /// Users allowed in, with their bcrypt hashes.
