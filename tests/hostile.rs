@@ -184,6 +184,31 @@ async fn a_flood_of_wrong_passwords_does_not_stop_the_measurements() {
     for f in flood {
         f.await.unwrap();
     }
+    // Counted, not logged one by one: one WARN line so far (the next is
+    // due a minute after it).
+    let text = client()
+        .get(daemon.url("/metrics"))
+        .basic_auth("prom", Some("right"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    // Under `wrong`, or `busy` while the flood's first checks ran (one
+    // address holds two places).
+    let wrong_counted = metric_sum(&text, "llmprobe_http_auth_failures_total", &[]);
+    assert!(
+        wrong_counted >= answered() as f64,
+        "{wrong_counted} counted, {} answered",
+        answered()
+    );
+    let lines = daemon
+        .process
+        .stderr()
+        .matches("refused by basic auth")
+        .count();
+    assert!((1..=2).contains(&lines), "{lines} lines about refusals");
     // The scheme is case-insensitive (RFC 9110).
     let r = client()
         .get(daemon.url("/metrics"))
