@@ -148,9 +148,8 @@ pub async fn run(
 
     let mut watchdog = tokio::time::interval(systemd::watchdog_period());
     let mut trim = tokio::time::interval(memory::TRIM_EVERY);
-    // The discovery read under way, on a blocking thread: the loop never
-    // waits for a file (a FIFO, a hung mount), and a read that hangs is
-    // abandoned, counted and tried again.
+    // Discovery reads run on a blocking thread (the loop never waits for a
+    // file); one that hangs is abandoned, counted and tried again.
     let mut reads = fleet::reading::Reads::new(fleet::reading::READ_TIMEOUT);
     let mut abandoned = false;
     loop {
@@ -161,8 +160,7 @@ pub async fn run(
             }
             Some(Control::Reload { reply }) = control_rx.recv() => {
                 let notes = discovery_notes(reads.hung(), abandoned);
-                let done = reload_config(path, &mut current, &mut scheduler, &sinks, &mut fleet, &metrics, &shutdown).await;
-                let _ = reply.send(done.map(|()| notes));
+                let _ = reply.send(reload_config(path, &mut current, &mut scheduler, &sinks, &mut fleet, &metrics, &shutdown).await.map(|()| notes));
             }
             _ = tokio::time::sleep_until(fleet.next_refresh()), if !reads.busy() => {
                 if let Some(read) = fleet.begin_read() {
@@ -174,21 +172,8 @@ pub async fn run(
             }
             ended = reads.ended(), if reads.busy() => {
                 abandoned = matches!(ended, fleet::reading::Ended::Abandoned);
-                match ended {
-                    fleet::reading::Ended::Done(done) => {
-                        if fleet.end_read(done) {
-                            scheduler.apply(&fleet.view(&current));
-                        }
-                    }
-                    fleet::reading::Ended::Failed => fleet.read_abandoned(),
-                    fleet::reading::Ended::Abandoned => {
-                        metrics.discovery_read_abandoned();
-                        tracing::warn!(
-                            timeout_s = fleet::reading::READ_TIMEOUT.as_secs(),
-                            "file_sd: a read did not finish in time and was abandoned (a hung mount?); the files keep their targets, and the read is tried again at the next refresh"
-                        );
-                        fleet.read_abandoned();
-                    }
+                if read_ended(ended, &mut fleet, &metrics) {
+                    scheduler.apply(&fleet.view(&current));
                 }
                 export_fleet(&mut fleet, &metrics);
             }
@@ -286,6 +271,29 @@ async fn reload_config(
     };
     systemd::ready();
     result
+}
+
+/// Takes how a discovery read ended; true when the discovered targets
+/// changed (then apply the fleet's view). An abandoned read is counted,
+/// logged and tried again at the next refresh, as is one that failed.
+fn read_ended(
+    ended: fleet::reading::Ended<fleet::DoneRead>,
+    fleet: &mut Fleet,
+    metrics: &Metrics,
+) -> bool {
+    match ended {
+        fleet::reading::Ended::Done(done) => return fleet.end_read(done),
+        fleet::reading::Ended::Failed => {}
+        fleet::reading::Ended::Abandoned => {
+            metrics.discovery_read_abandoned();
+            tracing::warn!(
+                timeout_s = fleet::reading::READ_TIMEOUT.as_secs(),
+                "file_sd: a read did not finish in time and was abandoned (a hung mount?); the files keep their targets, and the read is tried again at the next refresh"
+            );
+        }
+    }
+    fleet.read_abandoned();
+    false
 }
 
 /// What a reload over HTTP says beside its outcome: a discovery read that
