@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use llmprobe::faces::json::Document;
 use llmprobe::faces::progress::{self, Progress};
-use llmprobe::faces::{explain, html, text};
+use llmprobe::faces::{explain, html, pairs, text};
 use llmprobe::probe::tls::Clients;
 use llmprobe::sweep::{NoObserver, Observer, SweepEnv};
 use llmprobe::{config, faces, schedule, signals, sweep};
@@ -163,7 +163,7 @@ async fn sweep(
         Format::Table => format!(
             "{}{}",
             text::table(&doc.targets),
-            text::pairs_table(&doc.gateway_pairs)
+            pairs::pairs_table(&doc.gateway_pairs)
         ),
         Format::Json => format!("{}\n", doc.to_json()),
         Format::Html => {

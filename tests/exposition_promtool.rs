@@ -8,10 +8,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use llmprobe::metrics::Metrics;
+use llmprobe::stats::decision::Breach;
+use llmprobe::stats::pair_report::{PairReport, SideSummary};
 use llmprobe::stats::probe::{Cold, ProbeEvent, ProbeOutcome, ProbeResult, Skip};
 use llmprobe::stats::report::{
-    Breach, Capacity, EarlyStop, LevelRole, LevelSummary, Limit, PairReport, Percentiles,
-    SideSummary, SweepKind, SweepReport, WorkloadReport,
+    Capacity, EarlyStop, LevelRole, LevelSummary, Limit, Percentiles, SweepKind, SweepReport,
+    WorkloadReport,
 };
 use llmprobe::stats::sample::{Outcome, Sample, TokenSource};
 use llmprobe::stats::server::{GaugeStat, ServerSignals};

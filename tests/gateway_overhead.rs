@@ -17,7 +17,7 @@ use axum::serve::ListenerExt;
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use llmprobe::stats::report::PairReport;
+use llmprobe::stats::pair_report::PairReport;
 use support::binary::{self, llmprobe};
 use support::config::{self, write_config, Yaml};
 use support::daemon::Daemon;
@@ -225,7 +225,7 @@ async fn measure(direct: SocketAddr, through: SocketAddr, pair: &str) -> PairRep
     let r = reports.remove(0);
     eprintln!(
         "{}",
-        llmprobe::faces::text::pairs_table(std::slice::from_ref(&r))
+        llmprobe::faces::pairs::pairs_table(std::slice::from_ref(&r))
     );
     assert!(r.success, "{:?}", r.error);
     r

@@ -7,7 +7,8 @@ mod support;
 
 use std::time::Duration;
 
-use llmprobe::stats::report::{Breach, LevelRole, WorkloadReport};
+use llmprobe::stats::decision::Breach;
+use llmprobe::stats::report::{LevelRole, WorkloadReport};
 use support::config::{write_config, Yaml};
 use support::daemon::Daemon;
 use support::exposition::{metric, metric_sum};

@@ -17,10 +17,11 @@ use std::time::Duration;
 
 use llmprobe::metrics::Metrics;
 use llmprobe::probe::setup::Setup;
+use llmprobe::stats::decision::{Basis, Breach, Counts, Decision, LowerBounds, Verdict};
+use llmprobe::stats::pair_report::{PairReport, SideSummary};
 use llmprobe::stats::report::{
-    Basis, Breach, Capacity, Counts, Decision, EarlyStop, FoundIn, LevelRole, LevelSummary, Limit,
-    LowerBounds, OutputLimit, PairReport, Percentiles, SideSummary, SweepKind, SweepReport,
-    Verdict, WorkloadReport,
+    Capacity, EarlyStop, FoundIn, LevelRole, LevelSummary, Limit, OutputLimit, Percentiles,
+    SweepKind, SweepReport, WorkloadReport,
 };
 use llmprobe::stats::sample::{Outcome, Sample, TokenSource};
 use llmprobe::stats::server::{GaugeStat, MetricsSource, ServerMetrics, ServerSignals};
@@ -546,7 +547,7 @@ fn sweep_table() -> String {
     format!(
         "{}{}",
         llmprobe::faces::text::table(&reports),
-        llmprobe::faces::text::pairs_table(&pair_reports())
+        llmprobe::faces::pairs::pairs_table(&pair_reports())
     )
 }
 

@@ -426,8 +426,8 @@ async fn four_percent_timeouts_break_a_tight_latency_slo() {
     assert_eq!(
         (v.decision, v.counted_as),
         (
-            llmprobe::stats::report::Decision::Undecided,
-            llmprobe::stats::report::Decision::Undecided
+            llmprobe::stats::decision::Decision::Undecided,
+            llmprobe::stats::decision::Decision::Undecided
         )
     );
     assert_eq!(l.outcomes["timeout"], 2, "{:?}", l.outcomes);

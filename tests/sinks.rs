@@ -17,7 +17,8 @@ use llmprobe::probe::tls::Clients;
 use llmprobe::schedule::Scheduler;
 use llmprobe::sinks::index_page::Statuses;
 use llmprobe::sinks::{Shared, Sink, Sinks};
-use llmprobe::stats::report::{LevelSummary, PairReport, SweepReport};
+use llmprobe::stats::pair_report::PairReport;
+use llmprobe::stats::report::{LevelSummary, SweepReport};
 use llmprobe::stats::sample::{Outcome, Sample};
 
 /// What the sink saw, in order; requests counted apart (one line each

@@ -4,7 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::stats::report::{PairReport, SweepReport};
+use crate::stats::pair_report::PairReport;
+use crate::stats::report::SweepReport;
 
 /// Version of the JSON document's shape; bumped on incompatible changes.
 pub const JSON_FORMAT_VERSION: u32 = 1;

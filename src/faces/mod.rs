@@ -1,5 +1,6 @@
 //! The faces: what a person reads. `text` (the reports in words: the
-//! tables, and the phrases the HTML page shares), `json` (the one JSON
+//! sweeps' table, and the phrases the HTML page shares), `pairs` (the
+//! gateway pairs' table), `json` (the one JSON
 //! document, written and read back), `html` (the report page), `progress`
 //! (the line on stderr during a one-shot sweep), `signals` (the engine's
 //! signals and the limit in words), `explain` (what
@@ -9,6 +10,7 @@ pub mod explain;
 pub mod html;
 pub mod json;
 pub mod online;
+pub mod pairs;
 pub mod progress;
 pub mod prompt_memory;
 pub mod signals;

@@ -27,7 +27,7 @@ use crate::faces::html::page;
 use crate::faces::html::settings::TargetSettings;
 use crate::http::reloads::ReloadGate;
 use crate::metrics::{Metrics, TEXT_CONTENT_TYPE};
-use crate::stats::report::TargetStatus;
+use crate::stats::status::TargetStatus;
 
 /// How long `POST /-/reload` waits for the reload to finish before answering
 /// 500, so that a stuck reload cannot hold HTTP clients forever.

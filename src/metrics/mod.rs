@@ -39,8 +39,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use prometheus::Registry;
 
 use crate::config::Target;
+use crate::stats::pair_report::PairReport;
 use crate::stats::probe::ProbeEvent;
-use crate::stats::report::{PairReport, Setup, SweepReport};
+use crate::stats::report::{Setup, SweepReport};
 use crate::stats::sample::Sample;
 use bounds::Bounds;
 use daemon::DaemonState;

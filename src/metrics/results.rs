@@ -18,10 +18,10 @@ use crate::config::Target;
 use crate::metrics::exposition::Source;
 use crate::metrics::locks::{read, write};
 use crate::metrics::names::{self, quantity, stat, Spec};
+use crate::stats::decision::{Basis, Verdict};
+use crate::stats::pair_report::PairReport;
 use crate::stats::quantity::{Quantity, Reading};
-use crate::stats::report::{
-    Basis, LevelRole, LevelSummary, PairReport, Setup, SweepReport, Verdict,
-};
+use crate::stats::report::{LevelRole, LevelSummary, Setup, SweepReport};
 use crate::stats::sample::Outcome;
 use crate::stats::setup_error::Cause;
 use crate::stats::sustained::Sustained;

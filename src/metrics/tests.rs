@@ -7,8 +7,10 @@ use prometheus::Registry;
 
 use super::results::sanitize_label_name;
 use super::*;
-use crate::stats::report::{Capacity, LevelSummary, SideSummary, WorkloadReport};
-use crate::stats::report::{PairReport, Percentiles, SweepReport};
+use crate::stats::pair_report::PairReport;
+use crate::stats::pair_report::SideSummary;
+use crate::stats::report::{Capacity, LevelSummary, WorkloadReport};
+use crate::stats::report::{Percentiles, SweepReport};
 use crate::stats::sample::TokenSource;
 use crate::stats::sample::{Outcome, Sample};
 use std::time::Duration;
@@ -729,7 +731,9 @@ fn every_exported_family_is_named_in_names_rs() {
     let names = [
         include_str!("names.rs"),
         include_str!("names/client.rs"),
+        include_str!("names/fleet.rs"),
         include_str!("names/probe.rs"),
+        include_str!("names/sustained.rs"),
         include_str!("names/bounds.rs"),
     ]
     .concat();

@@ -21,8 +21,9 @@ use crate::schedule::memory::Memory;
 use crate::schedule::probes;
 use crate::schedule::state::{self, StateDir};
 use crate::sinks::Sinks;
+use crate::stats::pair_report::PairReport;
 use crate::stats::probe::ProbeEvent;
-use crate::stats::report::{PairReport, SweepReport};
+use crate::stats::report::SweepReport;
 use crate::sweep::probe_stream::{Lane, SweepGuard};
 use crate::sweep::{self, interleaved, SweepEnv};
 

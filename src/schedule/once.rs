@@ -14,7 +14,8 @@ use crate::probe::tls::Clients;
 use crate::schedule::job::Job;
 use crate::schedule::memory::Memory;
 use crate::schedule::state::{self, StateDir};
-use crate::stats::report::{PairReport, SweepReport};
+use crate::stats::pair_report::PairReport;
+use crate::stats::report::SweepReport;
 use crate::sweep::interleaved::pair_targets;
 use crate::sweep::{Observer, SweepEnv};
 

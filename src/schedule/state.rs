@@ -255,7 +255,8 @@ fn decode(bytes: &[u8], target: &Target, interval: Duration, now: f64) -> Result
 mod tests {
     use super::*;
     use crate::schedule::memory::Memory;
-    use crate::stats::report::{Counts, LevelSummary, Setup, SweepReport, Verdict, WorkloadReport};
+    use crate::stats::decision::{Counts, Verdict};
+    use crate::stats::report::{LevelSummary, Setup, SweepReport, WorkloadReport};
 
     fn target(name: &str, url: &str) -> Target {
         let yaml = format!(

@@ -6,7 +6,9 @@ use std::sync::{Arc, RwLock, RwLockWriteGuard};
 
 use crate::config::{Schedule, Target};
 use crate::sinks::sink::Sink;
-use crate::stats::report::{PairReport, SweepReport, TargetStatus};
+use crate::stats::pair_report::PairReport;
+use crate::stats::report::SweepReport;
+use crate::stats::status::TargetStatus;
 
 /// Shared view of every target's status.
 pub type Statuses = Arc<RwLock<BTreeMap<String, TargetStatus>>>;

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use crate::config::{LogSink, Target};
 use crate::sinks::sink::Sink;
-use crate::stats::report::{PairReport, SweepReport};
+use crate::stats::pair_report::PairReport;
+use crate::stats::report::SweepReport;
 use crate::stats::sample::Outcome;
 
 /// Writes a line per finished round.

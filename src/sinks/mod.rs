@@ -20,8 +20,9 @@ use std::sync::{Arc, RwLock};
 
 use crate::config::{Schedule, SinkSettings, Target, Workload};
 use crate::metrics::Metrics;
+use crate::stats::pair_report::PairReport;
 use crate::stats::probe::ProbeEvent;
-use crate::stats::report::{LevelSummary, PairReport, SweepReport};
+use crate::stats::report::{LevelSummary, SweepReport};
 use crate::stats::sample::Sample;
 
 /// What sinks share with the rest of the daemon, kept across rebuilds: a

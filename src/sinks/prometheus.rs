@@ -8,8 +8,9 @@ use std::sync::Arc;
 use crate::config::{Schedule, Target, Workload};
 use crate::metrics::{Metrics, TargetLimits};
 use crate::sinks::sink::Sink;
+use crate::stats::pair_report::PairReport;
 use crate::stats::probe::ProbeEvent;
-use crate::stats::report::{PairReport, SweepReport};
+use crate::stats::report::SweepReport;
 use crate::stats::sample::Sample;
 
 /// Exports results on `/metrics`.

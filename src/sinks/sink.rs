@@ -4,8 +4,9 @@
 use std::sync::Arc;
 
 use crate::config::{Schedule, Target, Workload};
+use crate::stats::pair_report::PairReport;
 use crate::stats::probe::ProbeEvent;
-use crate::stats::report::{LevelSummary, PairReport, SweepReport};
+use crate::stats::report::{LevelSummary, SweepReport};
 use crate::stats::sample::Sample;
 
 /// One place results are exported to. Every hook but the two rounds has a

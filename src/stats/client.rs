@@ -9,8 +9,9 @@
 //! ratios are the server's answers, whatever the client's lag.
 
 use crate::config::Slo;
+use crate::stats::decision::{Basis, Decision};
 pub use crate::stats::lag::ClientLag;
-use crate::stats::report::{Basis, Decision, LevelSummary};
+use crate::stats::report::LevelSummary;
 
 /// A lag at or over this share of the SLO's p95 latency limit can explain
 /// a latency break by itself.
@@ -46,7 +47,7 @@ pub fn limited(level: &LevelSummary, slo: &Slo) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::report::Verdict;
+    use crate::stats::decision::Verdict;
     use std::time::Duration;
 
     fn slo() -> Slo {

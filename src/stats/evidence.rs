@@ -18,7 +18,8 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use crate::stats::report::{Counts, Decision, Setup, SweepReport};
+use crate::stats::decision::{Counts, Decision};
+use crate::stats::report::{Setup, SweepReport};
 
 /// Earlier sweeps whose counts a level's verdict pools: with this sweep's,
 /// 9 sweeps' worth (72 requests at a level of 8, at least), enough for 2%
@@ -203,7 +204,8 @@ impl Evidence {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::report::{LevelSummary, Verdict, WorkloadReport};
+    use crate::stats::decision::Verdict;
+    use crate::stats::report::{LevelSummary, WorkloadReport};
 
     fn report(server: &str, levels: &[(u32, u64, bool)]) -> SweepReport {
         let levels = levels

@@ -73,7 +73,7 @@ pub fn capacity(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::report::Decision;
+    use crate::stats::decision::Decision;
     use std::collections::BTreeMap;
 
     fn level(concurrency: u32, throughput: f64, within_slo: bool) -> LevelSummary {
@@ -122,7 +122,7 @@ mod tests {
     /// `l` judged undecided, never decided before (nothing pooled).
     fn undecided(mut l: LevelSummary) -> LevelSummary {
         l.within_slo = false;
-        l.verdict = Some(crate::stats::report::Verdict {
+        l.verdict = Some(crate::stats::decision::Verdict {
             decision: Decision::Undecided,
             counted_as: Decision::Undecided,
             ..Default::default()
@@ -275,7 +275,7 @@ mod tests {
         probe.role = LevelRole::Refinement;
         let mut stopped = level(16, 20.0, false);
         stopped.stopped_early = Some(crate::stats::report::EarlyStop {
-            breach: crate::stats::report::Breach::Shed,
+            breach: crate::stats::decision::Breach::Shed,
             saved_requests: 30,
         });
         let l = [level(4, 80.0, true), level(8, 160.0, true), probe, stopped];

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::config::Slo;
-use crate::stats::report::{Breach, EarlyStop, LevelRole, LevelSummary, Percentiles};
+use crate::stats::decision::Breach;
+use crate::stats::report::{EarlyStop, LevelRole, LevelSummary, Percentiles};
 use crate::stats::sample::{Outcome, ReasoningFields, Sample, TokenSource};
 
 /// The `q` quantile (0..=1) of already sorted values, by linear interpolation
@@ -200,11 +201,11 @@ pub fn summarize_level(
     // sweep decides again with the target's confidence and pooled evidence.
     let verdict = crate::stats::verdict::decide(
         &[],
-        &crate::stats::report::Counts::of(samples, slo),
+        &crate::stats::decision::Counts::of(samples, slo),
         slo,
         crate::config::keys::VERDICT_CONFIDENCE,
     );
-    let within_slo = verdict.decision == crate::stats::report::Decision::Pass;
+    let within_slo = verdict.decision == crate::stats::decision::Decision::Pass;
     let mut connect: Vec<f64> = samples.iter().filter_map(|s| s.connect.map(secs)).collect();
     let connect = percentiles(&mut connect);
     let littles_law_concurrency = littles_law(samples, wall_seconds);
@@ -475,10 +476,10 @@ mod tests {
         );
         let v = at(265).verdict.unwrap();
         assert!(!at(265).within_slo);
-        assert_eq!(v.decision, crate::stats::report::Decision::Undecided);
+        assert_eq!(v.decision, crate::stats::decision::Decision::Undecided);
         assert_eq!(
             at(195).verdict.unwrap().decision,
-            crate::stats::report::Decision::Break
+            crate::stats::decision::Decision::Break
         );
         let failed = vec![Sample::failed(Outcome::ProtocolError, Some(200), "garbage")];
         let l = summarize_level(1, &failed, Duration::from_secs(1), &slo(1000));

@@ -5,7 +5,8 @@
 
 use crate::config::Slo;
 use crate::stats::binomial;
-use crate::stats::report::{Basis, Breach, Capacity, Counts, LevelSummary, Limit};
+use crate::stats::decision::{Basis, Breach, Counts};
+use crate::stats::report::{Capacity, LevelSummary, Limit};
 use crate::stats::sample::Outcome;
 
 /// KV-cache usage at or above which the cache is full.
@@ -188,7 +189,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::stats::report::{Decision, Verdict};
+    use crate::stats::decision::{Decision, Verdict};
     use crate::stats::server::{GaugeStat, ServerSignals};
 
     fn slo() -> Slo {
@@ -373,7 +374,7 @@ mod tests {
 
     #[test]
     fn the_verdicts_test_says_what_broke_not_an_observed_ratio() {
-        use crate::stats::report::Verdict;
+        use crate::stats::decision::Verdict;
         // Latency broke with evidence; 1 error of 8 is over 5% observed
         // but no evidence: the server's queue binds, not errors.
         let mut l = level(8, false, Some(signals(4.0, 4.0, None)));

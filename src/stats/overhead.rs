@@ -3,7 +3,8 @@
 //! two sides' percentiles. Pure: the samples come from `sweep::interleaved`.
 
 use crate::stats::level;
-use crate::stats::report::{Percentiles, SideSummary};
+use crate::stats::pair_report::SideSummary;
+use crate::stats::report::Percentiles;
 use crate::stats::sample::{Outcome, Sample};
 
 /// The difference of quantiles `through - direct`, each percentile on its own

@@ -4,11 +4,11 @@
 //! data: produced by `stats`, `knee`, `sweep` and `schedule`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::config::{Arrivals, Target};
+use crate::config::Arrivals;
+use crate::stats::decision::{Breach, Decision, Verdict};
 use crate::stats::sample::{Outcome, ReasoningFields};
 use crate::stats::server::{ServerMetrics, ServerSignals};
 use crate::stats::setup_error::SetupError;
@@ -102,157 +102,6 @@ impl LevelRole {
             LevelRole::Refinement => "refinement",
         }
     }
-}
-
-/// Which limit of the SLO a level is certain to break.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Breach {
-    /// The shed ratio of the full level must exceed its limit.
-    Shed,
-    /// The error ratio of the full level must exceed its limit.
-    Errors,
-    /// The p95 latency of the full level must exceed its limit.
-    #[serde(rename = "p95_latency")]
-    Latency,
-}
-
-impl Breach {
-    /// The value used in JSON and tables.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Breach::Shed => "shed",
-            Breach::Errors => "errors",
-            Breach::Latency => "p95_latency",
-        }
-    }
-}
-
-/// What a level's verdict decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum Decision {
-    /// No evidence against the SLO: the level counts toward the knee.
-    #[default]
-    Pass,
-    /// Evidence, at the stated confidence, that the level breaks the SLO.
-    Break,
-    /// Observed over a limit, without that evidence, at the request ceiling:
-    /// the knee counts it as the level's last decided verdict on the same
-    /// server; when there is none it neither raises nor lowers the knee
-    /// ([`Verdict::counted_as`], [`Capacity::knee_undecided`]).
-    Undecided,
-}
-
-impl Decision {
-    /// The value used in JSON, tables and the `decision` label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Decision::Pass => "pass",
-            Decision::Break => "break",
-            Decision::Undecided => "undecided",
-        }
-    }
-}
-
-/// Which test decided a level that did not pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Basis {
-    /// The shed ratio (503 and 429).
-    Shed,
-    /// The error ratio.
-    Errors,
-    /// The share of requests over the p95 limit (the order-statistic bound
-    /// of the p95).
-    P95Latency,
-    /// No request of the level succeeded.
-    NoSuccess,
-}
-
-impl Basis {
-    /// The value used in JSON, tables and the `decided_by` label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Basis::Shed => "shed",
-            Basis::Errors => "errors",
-            Basis::P95Latency => "p95_latency",
-            Basis::NoSuccess => "no_success",
-        }
-    }
-}
-
-/// The counts a level's verdict rests on, from the requests that ended
-/// (requests llmprobe cancelled aside).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct Counts {
-    /// Requests that ended: the shed and error ratios' denominator.
-    pub ended: u64,
-    /// Of those, successes.
-    pub ok: u64,
-    /// Shed (503) or rate limited (429).
-    pub shed: u64,
-    /// Failed for any other reason.
-    pub failed: u64,
-    /// In the latency decision (all that ended but shed ones).
-    pub timed: u64,
-    /// Of those, with a decision latency over the p95 limit.
-    pub slow: u64,
-}
-
-impl std::ops::Add for Counts {
-    type Output = Counts;
-    fn add(self, o: Counts) -> Counts {
-        Counts {
-            ended: self.ended + o.ended,
-            ok: self.ok + o.ok,
-            shed: self.shed + o.shed,
-            failed: self.failed + o.failed,
-            timed: self.timed + o.timed,
-            slow: self.slow + o.slow,
-        }
-    }
-}
-
-/// Lower confidence bounds (Clopper-Pearson, at the verdict's confidence) on
-/// the true ratios behind a level's evidence.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
-pub struct LowerBounds {
-    /// On the shed ratio.
-    pub shed_ratio: f64,
-    /// On the error ratio.
-    pub error_ratio: f64,
-    /// On the share of requests over the p95 limit (over 5%: the p95 is over it).
-    pub slow_ratio: f64,
-}
-
-/// A level's verdict: the decision, which test made it, and the evidence.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-pub struct Verdict {
-    /// Pass, break or undecided.
-    pub decision: Decision,
-    /// The test that decided a break, or found the level over a limit when
-    /// undecided (None on a pass).
-    pub decided_by: Option<Basis>,
-    /// Requests the verdict rests on: this sweep's and those pooled from
-    /// earlier sweeps.
-    pub requests: u64,
-    /// Earlier sweeps whose requests at this level were pooled in (0: this
-    /// sweep's alone).
-    pub pooled_sweeps: u32,
-    /// Whether earlier evidence was left out because this sweep's differs
-    /// from it beyond chance (the server changed).
-    pub change_seen: bool,
-    /// The confidence of the tests (`verdict_confidence`).
-    pub confidence: f64,
-    /// What the knee counted: the decision, or for an undecided level the
-    /// last decided verdict of that level on the same server, else
-    /// undecided (the level neither raises nor lowers the knee).
-    pub counted_as: Decision,
-    /// The bounds on the evidence.
-    pub lower_bounds: LowerBounds,
-    /// This sweep's counts (what later sweeps pool).
-    pub counts: Counts,
 }
 
 /// What binds at the knee (decided by `stats::limit`).
@@ -484,7 +333,7 @@ impl LevelSummary {
 }
 
 /// The count of `outcome` in a map keyed by outcome label (0 when absent).
-fn count(outcomes: &BTreeMap<&'static str, u64>, outcome: Outcome) -> u64 {
+pub(crate) fn count(outcomes: &BTreeMap<&'static str, u64>, outcome: Outcome) -> u64 {
     outcomes.get(outcome.as_str()).copied().unwrap_or(0)
 }
 
@@ -681,122 +530,11 @@ pub struct Setup {
     pub reasoning_field: String,
 }
 
-/// What one side of a gateway pair measured.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SideSummary {
-    /// Target name.
-    pub target: String,
-    /// Counted requests sent (warm-up excluded).
-    pub requests: u64,
-    /// Requests per outcome, keyed by the outcome label.
-    #[serde(deserialize_with = "labels::outcome_map")]
-    pub outcomes: BTreeMap<&'static str, u64>,
-    /// End-to-end latency of the successful requests, seconds.
-    pub latency_seconds: Percentiles,
-    /// Time to first token of the successful requests, seconds.
-    pub ttft_seconds: Percentiles,
-    /// The first failure, when there was one (for the operator, not a label).
-    pub first_error: Option<String>,
-}
-
-impl SideSummary {
-    /// Requests of the side that ended with `outcome`.
-    pub fn count(&self, outcome: Outcome) -> u64 {
-        count(&self.outcomes, outcome)
-    }
-}
-
-/// Result of one interleaved measurement of a gateway pair.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PairReport {
-    /// Pair name (the `pair` label).
-    pub pair: String,
-    /// Workload sent to both sides.
-    pub workload: String,
-    /// Requests in flight on a side during one batch.
-    pub concurrency: u32,
-    /// Whether both sides were measured to the end with at least one success each.
-    pub success: bool,
-    /// Why the measurement failed, when it did.
-    pub error: Option<String>,
-    /// The stub engine reached directly.
-    pub direct: SideSummary,
-    /// The stub engine reached through the gateway.
-    pub through: SideSummary,
-    /// Through minus direct, per latency percentile; `count` is the smaller
-    /// of the two sides' successful requests.
-    pub latency_overhead_seconds: Percentiles,
-    /// Through minus direct, per TTFT percentile; `count` as above.
-    pub ttft_overhead_seconds: Percentiles,
-    /// Wall time of the measurement, warm-up included, seconds.
-    pub duration_seconds: f64,
-    /// Unix time at which it finished, seconds.
-    pub finished_at_unix_seconds: f64,
-}
-
-/// Where a target stands, for the index page: the latest sweep's verdict.
-#[derive(Debug, Clone, Default)]
-pub struct TargetStatus {
-    /// Target name.
-    pub name: String,
-    /// Model id measured.
-    pub model: String,
-    /// Unix time of the last completed sweep, if any.
-    pub last_success_unix: Option<f64>,
-    /// Why the last sweep failed, when it did (never holds a secret).
-    pub last_error: Option<String>,
-    /// The latest sweep's report, successful or not (for the pages' charts).
-    pub report: Option<Arc<SweepReport>>,
-    /// The target as configured (for the pages' configuration facts).
-    pub target: Option<Arc<Target>>,
-}
-
-impl TargetStatus {
-    /// Where the target stands, in a word or two: "not measured yet", "ok",
-    /// "setup error: CAUSE" or "sweep failed"; and whether that is good.
-    pub fn state(&self) -> (&'static str, String) {
-        match self.report.as_deref() {
-            None => ("", "not measured yet".to_string()),
-            Some(r) if r.success => ("ok", "ok".to_string()),
-            Some(r) => match &r.setup_error {
-                Some(e) => ("failed", format!("setup error: {}", e.cause.as_str())),
-                None => ("failed", "sweep failed".to_string()),
-            },
-        }
-    }
-
-    /// The status of a target not swept yet.
-    pub fn new(name: &str, model: &str) -> Self {
-        TargetStatus {
-            name: name.to_string(),
-            model: model.to_string(),
-            ..TargetStatus::default()
-        }
-    }
-
-    /// Takes in a finished sweep: a success replaces the time of the last
-    /// success and clears the error; a failure keeps that time.
-    pub fn record(&mut self, report: &SweepReport) {
-        self.record_shared(Arc::new(report.clone()));
-    }
-
-    /// [`TargetStatus::record`] of a report shared with its loop.
-    pub fn record_shared(&mut self, shared: Arc<SweepReport>) {
-        let report = &*shared;
-        self.model = report.model.clone();
-        if report.success {
-            self.last_success_unix = Some(report.finished_at_unix_seconds);
-            self.last_error = None;
-        } else {
-            self.last_error = report.error.clone();
-        }
-        self.report = Some(shared);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::pair_report::SideSummary;
+    use crate::stats::status::TargetStatus;
 
     fn sweep(success: bool, at: f64) -> SweepReport {
         SweepReport {

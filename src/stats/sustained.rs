@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use crate::config::Slo;
 use crate::stats::binomial;
+use crate::stats::decision::{Counts, Decision};
 use crate::stats::level::percentiles;
-use crate::stats::report::{Counts, Decision};
 pub use crate::stats::report::{RateStep, StepResult, Sustained, SustainedStatus};
 use crate::stats::sample::{Outcome, Sample};
 use crate::stats::verdict;

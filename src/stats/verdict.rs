@@ -34,10 +34,10 @@
 
 use crate::config::Slo;
 use crate::stats::binomial;
-use crate::stats::report::{Basis, Counts, Decision, LowerBounds, Verdict};
+use crate::stats::decision::{Basis, Counts, Decision, LowerBounds, Verdict};
 use crate::stats::sample::{Outcome, Sample};
 
-pub use crate::stats::report::Breach;
+pub use crate::stats::decision::Breach;
 
 /// The quantile of the latency that decides a level (its p95).
 pub const DECISION_QUANTILE: f64 = 0.95;

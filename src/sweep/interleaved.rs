@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, GatewayPair, Target};
 use crate::stats::overhead::{no_success, overhead, summarize_side};
-use crate::stats::report::PairReport;
+use crate::stats::pair_report::PairReport;
 use crate::stats::sample::Sample;
 use crate::sweep::env::SweepEnv;
 use crate::sweep::requests::Requests;

@@ -8,9 +8,10 @@
 use std::time::Duration;
 
 use crate::config::Target;
+use crate::stats::decision::{Basis, Counts, Decision, Verdict};
 use crate::stats::evidence;
 use crate::stats::level;
-use crate::stats::report::{Basis, Counts, Decision, FoundIn, LevelRole, LevelSummary, Verdict};
+use crate::stats::report::{FoundIn, LevelRole, LevelSummary};
 use crate::stats::sample::{Outcome, Sample};
 use crate::stats::verdict::{self, Breach, Tally};
 use crate::sweep::client_lag::LagWatch;

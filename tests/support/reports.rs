@@ -1,7 +1,8 @@
 //! Report values built by hand, for tests that render reports without
 //! measuring (pinned outputs, promtool checks).
 
-use llmprobe::stats::report::{Percentiles, Verdict};
+use llmprobe::stats::decision::Verdict;
+use llmprobe::stats::report::Percentiles;
 use llmprobe::stats::sustained::{RateStep, StepResult, Sustained, SustainedStatus};
 
 /// Percentiles of `count` samples.

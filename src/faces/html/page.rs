@@ -12,8 +12,8 @@ use super::settings::{Settings, TargetSettings};
 use super::workload_charts::charts;
 use crate::faces::json::Document;
 use crate::faces::{signals, text};
+use crate::stats::pair_report::PairReport;
 use crate::stats::quantity::{Quantity, Reading};
-use crate::stats::report::PairReport;
 use crate::stats::report::{LevelRole, LevelSummary, SweepReport, WorkloadReport};
 
 /// The page's only style sheet, inline so that the file opens anywhere.
@@ -506,7 +506,7 @@ mod tests {
 
     use super::*;
     use crate::probe::setup::Setup;
-    use crate::stats::report::SideSummary;
+    use crate::stats::pair_report::SideSummary;
     use crate::stats::report::{Capacity, LevelSummary, Percentiles};
 
     const HOSTILE: &str = "\"><script>alert(1)</script><img src=x onerror=alert(2)>'&";
@@ -710,7 +710,7 @@ mod tests {
         let mut stopped = level(4, false);
         stopped.throughput_tokens_per_second = 3.0;
         stopped.stopped_early = Some(crate::stats::report::EarlyStop {
-            breach: crate::stats::report::Breach::Shed,
+            breach: crate::stats::decision::Breach::Shed,
             saved_requests: 20,
         });
         let w = WorkloadReport {

@@ -26,9 +26,10 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use crate::config::{OtlpSink, Target, Workload};
 use crate::metrics::Metrics;
 use crate::sinks::sink::Sink;
+use crate::stats::pair_report::PairReport;
 #[cfg(doc)]
 use crate::stats::quantity::Quantity;
-use crate::stats::report::{PairReport, SweepReport};
+use crate::stats::report::SweepReport;
 use crate::stats::sample::Sample;
 use aggregate::Aggregator;
 use export::{now_nanos, Exporter};
