@@ -48,6 +48,13 @@ use crate::sinks::Sinks;
 /// How long shutdown waits for requests in flight to be cancelled.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
+/// How long the process waits, once the daemon stopped, for blocking work
+/// (file reads) to end before it exits anyway. With [`SHUTDOWN_GRACE`]
+/// twice (the requests, then the HTTP side), SIGTERM ends the process
+/// within about 12 s whatever a read is doing, well under the unit's
+/// `TimeoutStopSec=30`.
+pub const EXIT_GRACE: Duration = Duration::from_secs(2);
+
 /// The config path to use: the one given, else the repository default.
 pub fn config_path(given: Option<PathBuf>) -> PathBuf {
     given.unwrap_or_else(|| PathBuf::from(config::DEFAULT_PATH))
@@ -92,6 +99,7 @@ pub async fn run(
         control: control_tx,
         allow_reload: config.web.enable_reload,
         dead_loops: dead_loops.clone(),
+        reloads: Arc::default(),
         targets: Arc::new(move || {
             status_view
                 .read()
@@ -140,9 +148,10 @@ pub async fn run(
 
     let mut watchdog = tokio::time::interval(systemd::watchdog_period());
     let mut trim = tokio::time::interval(memory::TRIM_EVERY);
-    // The discovery read under way, on a blocking thread: the loop never
-    // waits for a file (a FIFO, a hung mount).
-    let mut reading: Option<tokio::task::JoinHandle<fleet::DoneRead>> = None;
+    // Discovery reads run on a blocking thread (the loop never waits for a
+    // file); one that hangs is abandoned, counted and tried again.
+    let mut reads = fleet::reading::Reads::new(fleet::reading::READ_TIMEOUT);
+    let mut abandoned = false;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -150,17 +159,21 @@ pub async fn run(
                 let _ = reload_config(path, &mut current, &mut scheduler, &sinks, &mut fleet, &metrics, &shutdown).await;
             }
             Some(Control::Reload { reply }) = control_rx.recv() => {
-                let _ = reply.send(reload_config(path, &mut current, &mut scheduler, &sinks, &mut fleet, &metrics, &shutdown).await);
+                let notes = discovery_notes(reads.hung(), abandoned);
+                let _ = reply.send(reload_config(path, &mut current, &mut scheduler, &sinks, &mut fleet, &metrics, &shutdown).await.map(|()| notes));
             }
-            _ = tokio::time::sleep_until(fleet.next_refresh()), if reading.is_none() => {
-                reading = fleet.begin_read().map(|read| tokio::task::spawn_blocking(move || read.run()));
-            }
-            done = async { reading.as_mut().expect("guarded").await }, if reading.is_some() => {
-                reading = None;
-                if let Ok(done) = done {
-                    if fleet.end_read(done) {
-                        scheduler.apply(&fleet.view(&current));
+            _ = tokio::time::sleep_until(fleet.next_refresh()), if !reads.busy() => {
+                if let Some(read) = fleet.begin_read() {
+                    if !reads.start(move || read.run()) {
+                        tracing::warn!("file_sd: earlier reads still hang; no new read until one of them ends");
+                        fleet.read_abandoned();
                     }
+                }
+            }
+            ended = reads.ended(), if reads.busy() => {
+                abandoned = matches!(ended, fleet::reading::Ended::Abandoned);
+                if read_ended(ended, &mut fleet, &metrics) {
+                    scheduler.apply(&fleet.view(&current));
                 }
                 export_fleet(&mut fleet, &metrics);
             }
@@ -258,6 +271,47 @@ async fn reload_config(
     };
     systemd::ready();
     result
+}
+
+/// Takes how a discovery read ended; true when the discovered targets
+/// changed (then apply the fleet's view). An abandoned read is counted,
+/// logged and tried again at the next refresh, as is one that failed.
+fn read_ended(
+    ended: fleet::reading::Ended<fleet::DoneRead>,
+    fleet: &mut Fleet,
+    metrics: &Metrics,
+) -> bool {
+    match ended {
+        fleet::reading::Ended::Done(done) => return fleet.end_read(done),
+        fleet::reading::Ended::Failed => {}
+        fleet::reading::Ended::Abandoned => {
+            metrics.discovery_read_abandoned();
+            tracing::warn!(
+                timeout_s = fleet::reading::READ_TIMEOUT.as_secs(),
+                "file_sd: a read did not finish in time and was abandoned (a hung mount?); the files keep their targets, and the read is tried again at the next refresh"
+            );
+        }
+    }
+    fleet.read_abandoned();
+    false
+}
+
+/// What a reload over HTTP says beside its outcome: a discovery read that
+/// was abandoned, or abandoned reads whose threads still hang.
+fn discovery_notes(hung: usize, last_abandoned: bool) -> Vec<String> {
+    let mut notes = Vec::new();
+    if last_abandoned {
+        notes.push(format!(
+            "file_sd: the last read did not finish within {}s and was abandoned; the files keep the targets they gave last time",
+            fleet::reading::READ_TIMEOUT.as_secs()
+        ));
+    }
+    if hung > 0 {
+        notes.push(format!(
+            "file_sd: {hung} abandoned read(s) still hang (a hung mount?)"
+        ));
+    }
+    notes
 }
 
 /// Hands what the fleet last read and placed to the metrics.

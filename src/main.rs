@@ -56,13 +56,19 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(dispatch(cli)) {
+    let code = match runtime.block_on(dispatch(cli)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("llmprobe: {e:#}");
             ExitCode::FAILURE
         }
-    }
+    };
+    // A read that hangs in the kernel (a hung mount) holds its blocking
+    // thread for good; dropping the runtime would wait for it. It is left
+    // behind instead, so that SIGTERM ends the process whatever a read is
+    // doing (docs/operating.md states the bound).
+    runtime.shutdown_timeout(llmprobe::EXIT_GRACE);
+    code
 }
 
 /// Says on standard error which proxy each swept target goes through, when

@@ -184,6 +184,31 @@ async fn a_flood_of_wrong_passwords_does_not_stop_the_measurements() {
     for f in flood {
         f.await.unwrap();
     }
+    // Counted, not logged one by one: one WARN line so far (the next is
+    // due a minute after it).
+    let text = client()
+        .get(daemon.url("/metrics"))
+        .basic_auth("prom", Some("right"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    // Under `wrong`, or `busy` while the flood's first checks ran (one
+    // address holds two places).
+    let wrong_counted = metric_sum(&text, "llmprobe_http_auth_failures_total", &[]);
+    assert!(
+        wrong_counted >= answered() as f64,
+        "{wrong_counted} counted, {} answered",
+        answered()
+    );
+    let lines = daemon
+        .process
+        .stderr()
+        .matches("refused by basic auth")
+        .count();
+    assert!((1..=2).contains(&lines), "{lines} lines about refusals");
     // The scheme is case-insensitive (RFC 9110).
     let r = client()
         .get(daemon.url("/metrics"))
@@ -392,4 +417,70 @@ async fn a_reload_whose_prompts_file_is_a_fifo_neither_hangs_nor_holds_sigterm()
         assert!(status.success());
     })
     .await;
+}
+
+/// Swaps `file` between a regular file holding `[]` and a FIFO nobody
+/// writes, as fast as it can, until `stop`: a reader that checks the path
+/// and then opens it is bound to open the FIFO some time (issue 29).
+fn swap_in_fifos(file: std::path::PathBuf, stop: Arc<std::sync::atomic::AtomicBool>) {
+    let dir = file.parent().unwrap().to_path_buf();
+    let (regular, fifo) = (dir.join("swap.txt"), dir.join("swap.fifo"));
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        std::fs::write(&regular, "[]").unwrap();
+        std::fs::rename(&regular, &file).unwrap();
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo reads the NUL-terminated path and nothing else.
+        if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } == 0 {
+            std::fs::rename(&fifo, &file).unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_swapped_in_for_a_discovery_file_neither_stalls_nor_holds_sigterm() {
+    let dir = fresh_dir("hostile-fifo-sd");
+    let targets = dir.join("targets");
+    std::fs::create_dir_all(&targets).unwrap();
+    let file = targets.join("fleet.json");
+    std::fs::write(&file, "[]").unwrap();
+    let more = "file_sd: {files: [targets/*.json], refresh_interval: 100ms}\ntarget_template: {name_label: name, model: m}\n";
+    let path = dir.join("llmprobe.yaml");
+    std::fs::write(&path, simulated(more)).unwrap();
+    let daemon = Running::start(&path, &[]);
+    daemon.ready(Duration::from_secs(60)).await;
+    let before = first_sweep(&daemon, None).await;
+
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (file, stop) = (file.clone(), stop.clone());
+        std::thread::spawn(move || swap_in_fifos(file, stop))
+    };
+    // The static target is measured meanwhile, and the FIFO was seen (and
+    // refused, never waited on).
+    sweeps_go_on(&daemon, None, before).await;
+    let label = file.display().to_string();
+    wait::poll("a FIFO refused", Duration::from_secs(60), || async {
+        let text = daemon.get("/metrics").await.unwrap_or_default();
+        let errors = metric_sum(
+            &text,
+            "llmprobe_file_sd_read_errors_total",
+            &[("file", &label)],
+        );
+        if errors >= 1.0 {
+            Ok(())
+        } else {
+            Err(format!("{errors} read errors\n{}", daemon.process.tail()))
+        }
+    })
+    .await;
+    // SIGTERM while reads keep meeting the FIFO: the process ends in the
+    // documented bound (docs/operating.md), far under TimeoutStopSec=30.
+    let start = std::time::Instant::now();
+    let status = tokio::task::block_in_place(|| daemon.stop(Duration::from_secs(15)));
+    assert!(status.success(), "{status}");
+    assert!(start.elapsed() < Duration::from_secs(15));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    swapper.join().unwrap();
+    let stderr = daemon.process.stderr();
+    assert!(stderr.contains("a FIFO"), "{stderr}");
 }

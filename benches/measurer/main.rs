@@ -796,6 +796,7 @@ targets:
         allow_reload: false,
         targets: Arc::new(Vec::new),
         dead_loops: Default::default(),
+        reloads: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

@@ -63,20 +63,39 @@ fn expand_credentials_dir(path: &str, env: &dyn Env) -> String {
 /// regular file (or a link to one) is read: a FIFO would block the reader
 /// until someone writes, and a device such as `/dev/zero` has no end; the
 /// error says which it is. A link loop fails with the system's own words.
+///
+/// The file is opened first and its handle checked, never the path checked
+/// and then opened: a FIFO swapped in between would block the read. The
+/// open does not wait for a FIFO's writer (`O_NONBLOCK`, which changes
+/// nothing for a regular file).
 pub fn read_limited(path: &Path, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
     use std::io::Read;
-    let kind = std::fs::metadata(path)?.file_type();
+    let file = open_regular(path)?;
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= limit).then_some(bytes))
+}
+
+/// `path` opened for reading, when the handle is a regular file.
+fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        // Neither wait for a FIFO's writer nor take a terminal as the
+        // controlling one.
+        options.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+    }
+    let file = options.open(path)?;
+    let kind = file.metadata()?.file_type();
     if !kind.is_file() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             format!("not a regular file ({})", kind_of(&kind)),
         ));
     }
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)?
-        .take(limit.saturating_add(1))
-        .read_to_end(&mut bytes)?;
-    Ok((bytes.len() as u64 <= limit).then_some(bytes))
+    Ok(file)
 }
 
 /// What a file that is not a regular one is, in words.
@@ -101,5 +120,45 @@ fn kind_of(kind: &std::fs::FileType) -> &'static str {
         "a directory"
     } else {
         "not a file"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A FIFO with no writer: the read is refused at once, whether the path
+    /// was a FIFO from the start or became one (the handle is what is
+    /// checked). Run on a thread so that a read that blocks fails the test
+    /// instead of hanging it.
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_is_refused_without_waiting_for_a_writer() {
+        let dir = std::env::temp_dir().join(format!("llmprobe-env-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("key");
+        let _ = std::fs::remove_file(&fifo);
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo reads the NUL-terminated path and nothing else.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(read_limited(&path, 100).map_err(|e| e.to_string()));
+        });
+        let got = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the read of a FIFO did not return within 5 s");
+        let e = got.unwrap_err();
+        assert!(e.contains("not a regular file (a FIFO)"), "{e}");
+        let e = read_limited(&dir, 100).unwrap_err().to_string();
+        assert!(e.contains("a directory"), "{e}");
+        std::fs::write(dir.join("ok"), "sk-1234").unwrap();
+        assert_eq!(
+            read_limited(&dir.join("ok"), 100).unwrap(),
+            Some(b"sk-1234".to_vec())
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

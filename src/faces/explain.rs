@@ -93,6 +93,7 @@ pub fn explain(config: &Config) -> String {
             "state: kept in memory only (no state_dir): a restart starts every target from nothing"
         ),
     };
+    let _ = writeln!(out, "{}", super::prompt_memory::line(config));
     out.push_str(&crate::fleet::explain(config));
     let proxies = ProxyVariables::from_env();
     for t in &config.targets {

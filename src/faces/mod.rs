@@ -12,6 +12,7 @@ pub mod json;
 pub mod online;
 pub mod pairs;
 pub mod progress;
+pub mod prompt_memory;
 pub mod signals;
 pub mod sustained;
 pub mod text;

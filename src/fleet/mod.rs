@@ -11,6 +11,7 @@
 //! the metrics.
 
 pub mod file_sd;
+pub mod reading;
 pub mod shard;
 
 use std::collections::BTreeSet;
@@ -141,6 +142,17 @@ impl Fleet {
             force: std::mem::take(&mut self.force_next),
             generation: self.generation,
         })
+    }
+
+    /// A read was abandoned or could not start ([`reading`]): the files keep
+    /// the targets they gave, and the read is tried again, every file read,
+    /// after the refresh interval.
+    pub fn read_abandoned(&mut self) {
+        let Some(w) = &self.watcher else {
+            return;
+        };
+        self.force_next = true;
+        self.next_refresh = Instant::now() + w.config().refresh_interval;
     }
 
     /// Takes what a read found; true when the discovered targets changed

@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -83,8 +84,8 @@ pub async fn serve_with(
             _ = shutdown.cancelled() => break,
             a = listener.accept() => a,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok((stream, peer)) => (stream, Peer(peer.ip())),
             Err(_) => {
                 // Out of descriptors: give one back (the least recently
                 // active connection), then try again.
@@ -94,17 +95,53 @@ pub async fn serve_with(
             }
         };
         let conn = open.admit();
-        let task = serve_connection(stream, tls.clone(), app.clone(), conn, shutdown.clone());
+        let app = with_peer(app.clone(), peer);
+        let task = serve_connection(stream, tls.clone(), app, conn, shutdown.clone());
         tasks.spawn(task);
     }
     tasks.close();
     tasks.wait().await;
 }
 
+/// The address a request came from, in its extensions: basic auth shares
+/// its password checks fairly between addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer(pub IpAddr);
+
+/// A connection's router: every request it serves marked as coming from
+/// its peer.
+#[derive(Clone)]
+struct WithPeer {
+    app: Router,
+    peer: Peer,
+}
+
+fn with_peer(app: Router, peer: Peer) -> WithPeer {
+    WithPeer { app, peer }
+}
+
+impl<B> tower_service::Service<axum::http::Request<B>> for WithPeer
+where
+    Router: tower_service::Service<axum::http::Request<B>>,
+{
+    type Response = <Router as tower_service::Service<axum::http::Request<B>>>::Response;
+    type Error = <Router as tower_service::Service<axum::http::Request<B>>>::Error;
+    type Future = <Router as tower_service::Service<axum::http::Request<B>>>::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        tower_service::Service::<axum::http::Request<B>>::poll_ready(&mut self.app, cx)
+    }
+
+    fn call(&mut self, mut req: axum::http::Request<B>) -> Self::Future {
+        req.extensions_mut().insert(self.peer);
+        self.app.call(req)
+    }
+}
+
 async fn serve_connection(
     stream: TcpStream,
     tls: Option<tokio_rustls::TlsAcceptor>,
-    app: Router,
+    app: WithPeer,
     conn: Admitted,
     shutdown: CancellationToken,
 ) {
@@ -127,7 +164,7 @@ async fn serve_connection(
     }
 }
 
-async fn run_http<I>(io: I, app: Router, conn: &Admitted, shutdown: &CancellationToken)
+async fn run_http<I>(io: I, app: WithPeer, conn: &Admitted, shutdown: &CancellationToken)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {

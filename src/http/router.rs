@@ -25,6 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::faces::html::escape::{escape, path_segment};
 use crate::faces::html::page;
 use crate::faces::html::settings::TargetSettings;
+use crate::http::reloads::ReloadGate;
 use crate::metrics::{Metrics, TEXT_CONTENT_TYPE};
 use crate::stats::status::TargetStatus;
 
@@ -35,11 +36,12 @@ const RELOAD_TIMEOUT: Duration = Duration::from_secs(60);
 /// A request from the HTTP side to the daemon's control loop.
 #[derive(Debug)]
 pub enum Control {
-    /// Reload the configuration; the reply carries the outcome (the error
+    /// Reload the configuration; the reply carries the outcome (notes to
+    /// add on success, such as a discovery read that hangs; the error
     /// message on failure), as SIGHUP does through the same code path.
     Reload {
         /// Where the control loop sends the outcome.
-        reply: oneshot::Sender<Result<(), String>>,
+        reply: oneshot::Sender<Result<Vec<String>, String>>,
     },
 }
 
@@ -65,6 +67,8 @@ pub struct AppState {
     pub targets: TargetStatusFn,
     /// Loops that died: `/healthz` fails while there are any.
     pub dead_loops: DeadLoops,
+    /// The turn of reloads over HTTP.
+    pub reloads: Arc<ReloadGate>,
 }
 
 /// Longest time the index page is served as rendered: a flood of `GET /`
@@ -145,13 +149,31 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
     }
 }
 
-async fn reload(State(state): State<AppState>) -> (StatusCode, String) {
+async fn reload(State(state): State<AppState>) -> Response {
     if !state.allow_reload {
+        state.metrics.reload_refused("disabled");
+        state.reloads.refusals().warn("disabled");
         return (
             StatusCode::FORBIDDEN,
             "reload over HTTP is disabled; send SIGHUP instead\n".to_string(),
-        );
+        )
+            .into_response();
     }
+    let Some(_turn) = state.reloads.enter().await else {
+        state.metrics.reload_refused("busy");
+        state.reloads.refusals().warn("busy");
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::RETRY_AFTER, "1")],
+            "a reload is under way and another is waiting; try again in a second\n",
+        )
+            .into_response();
+    };
+    reload_now(&state).await.into_response()
+}
+
+/// Asks the control loop for a reload and waits for its outcome.
+async fn reload_now(state: &AppState) -> (StatusCode, String) {
     let (reply, outcome) = oneshot::channel();
     if state.control.send(Control::Reload { reply }).await.is_err() {
         return (
@@ -160,7 +182,13 @@ async fn reload(State(state): State<AppState>) -> (StatusCode, String) {
         );
     }
     match tokio::time::timeout(RELOAD_TIMEOUT, outcome).await {
-        Ok(Ok(Ok(()))) => (StatusCode::OK, "configuration reloaded\n".to_string()),
+        Ok(Ok(Ok(notes))) => {
+            let mut body = "configuration reloaded\n".to_string();
+            for note in notes {
+                let _ = writeln!(body, "note: {note}");
+            }
+            (StatusCode::OK, body)
+        }
         Ok(Ok(Err(message))) => (
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("reload failed: {message}\n"),
@@ -329,11 +357,12 @@ mod tests {
         ready: Arc<AtomicBool>,
         dead_loops: DeadLoops,
         client: reqwest::Client,
+        metrics: Arc<Metrics>,
     }
 
     /// Serves the router on 127.0.0.1:0; reloads succeed unless the control
     /// loop is told to fail them.
-    async fn start(allow_reload: bool, reload_result: Result<(), String>) -> Running {
+    async fn start(allow_reload: bool, reload_result: Result<Vec<String>, String>) -> Running {
         let metrics = test_metrics();
         let ready = Arc::new(AtomicBool::new(false));
         let (tx, mut rx) = mpsc::channel::<Control>(4);
@@ -358,12 +387,13 @@ mod tests {
         });
         let dead_loops = DeadLoops::default();
         let app = router(AppState {
-            metrics,
+            metrics: metrics.clone(),
             ready: Arc::clone(&ready),
             control: tx,
             allow_reload,
             targets,
             dead_loops: Arc::clone(&dead_loops),
+            reloads: Arc::default(),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -377,6 +407,7 @@ mod tests {
             renders,
             ready,
             dead_loops,
+            metrics,
             client: reqwest::Client::builder()
                 .no_proxy()
                 .build()
@@ -419,7 +450,7 @@ mod tests {
 
     #[tokio::test]
     async fn metrics_health_and_readiness() {
-        let s = start(true, Ok(())).await;
+        let s = start(true, Ok(Vec::new())).await;
         let (status, ct, body) = s.get("/metrics").await;
         assert_eq!(status, 200);
         assert_eq!(ct, "text/plain; version=0.0.4; charset=utf-8");
@@ -435,7 +466,7 @@ mod tests {
 
     #[tokio::test]
     async fn healthz_fails_while_a_measurement_loop_is_dead() {
-        let s = start(true, Ok(())).await;
+        let s = start(true, Ok(Vec::new())).await;
         s.ready.store(true, Ordering::Release);
         *s.dead_loops.write().unwrap() = vec!["w1".to_string(), "w2".to_string()];
         let (status, _, body) = s.get("/healthz").await;
@@ -450,17 +481,64 @@ mod tests {
 
     #[tokio::test]
     async fn reload_reports_the_outcome() {
-        let s = start(true, Ok(())).await;
-        assert_eq!(s.post("/-/reload").await.0, 200);
+        let s = start(true, Ok(Vec::new())).await;
+        assert_eq!(
+            s.post("/-/reload").await,
+            (200, "configuration reloaded\n".to_string())
+        );
         assert_eq!(s.get("/-/reload").await.0, 405);
+
+        let note = "file_sd: the last read did not finish within 30s and was abandoned";
+        let s = start(true, Ok(vec![note.to_string()])).await;
+        let (status, body) = s.post("/-/reload").await;
+        assert_eq!(status, 200);
+        assert_eq!(body, format!("configuration reloaded\nnote: {note}\n"));
 
         let s = start(true, Err("targets[0].base_url: missing".to_string())).await;
         let (status, body) = s.post("/-/reload").await;
         assert_eq!(status, 500);
         assert!(body.contains("targets[0].base_url: missing"), "{body}");
 
-        let s = start(false, Ok(())).await;
+        let s = start(false, Ok(Vec::new())).await;
         assert_eq!(s.post("/-/reload").await.0, 403);
+    }
+
+    #[tokio::test]
+    async fn a_flood_of_reload_posts_reloads_once_a_second_and_counts_the_rest() {
+        let s = start(true, Ok(Vec::new())).await;
+        let started = Instant::now();
+        let posts: Vec<_> = (0..20)
+            .map(|_| {
+                let (client, url) = (s.client.clone(), format!("{}/-/reload", s.base));
+                tokio::spawn(
+                    async move { client.post(url).send().await.unwrap().status().as_u16() },
+                )
+            })
+            .collect();
+        let mut statuses = Vec::new();
+        for p in posts {
+            statuses.push(p.await.unwrap());
+        }
+        let ok = statuses.iter().filter(|&&c| c == 200).count();
+        let busy = statuses.iter().filter(|&&c| c == 429).count();
+        assert_eq!(ok + busy, 20, "{statuses:?}");
+        // Twenty posts within milliseconds: one reload runs, one waits its
+        // turn (a third may get a place once the first is done), a second
+        // apart; the rest are refused.
+        assert!(ok >= 1 && busy >= 10, "{statuses:?}");
+        let spaced = crate::http::reloads::SPACING * (ok as u32 - 1);
+        assert!(
+            started.elapsed() >= spaced,
+            "{ok} reloads in {:?}",
+            started.elapsed()
+        );
+        let text = s.metrics.encode();
+        let refused = format!("llmprobe_reload_refused_total{{reason=\"busy\"}} {busy}");
+        assert!(text.contains(&refused), "{refused}");
+        let s = start(false, Ok(Vec::new())).await;
+        assert_eq!(s.post("/-/reload").await.0, 403);
+        let text = s.metrics.encode();
+        assert!(text.contains("llmprobe_reload_refused_total{reason=\"disabled\"} 1"));
     }
 
     #[tokio::test]
@@ -474,15 +552,16 @@ mod tests {
             allow_reload: true,
             targets: Arc::new(Vec::new),
             dead_loops: Default::default(),
+            reloads: Arc::default(),
         };
-        let (status, body) = reload(State(state)).await;
+        let (status, body) = reload_now(&state).await;
         assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
         assert!(body.contains("shutting down"));
     }
 
     #[tokio::test]
     async fn index_lists_targets_escaped() {
-        let s = start(true, Ok(())).await;
+        let s = start(true, Ok(Vec::new())).await;
         let (status, ct, body) = s.get("/").await;
         assert_eq!(status, 200);
         assert!(ct.starts_with("text/html"), "{ct}");
@@ -498,7 +577,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_flood_of_index_requests_renders_the_page_once_a_period() {
-        let s = start(true, Ok(())).await;
+        let s = start(true, Ok(Vec::new())).await;
         let (_, _, first) = s.get("/").await;
         for _ in 0..50 {
             let (status, _, body) = s.get("/").await;

@@ -21,6 +21,7 @@ use crate::config::Web;
 use crate::http::connections;
 use crate::http::exposure::{self, BasicAuth};
 use crate::http::router::{self, AppState};
+use crate::http::tally;
 
 /// The `web:` section, read: who may come in, and the TLS setup if any.
 pub struct Exposure {
@@ -49,8 +50,10 @@ impl Exposure {
         stop: CancellationToken,
     ) -> std::io::Result<oneshot::Receiver<()>> {
         let auth = self.auth;
+        let tallies = (auth.refusals().clone(), state.reloads.clone());
+        let metrics = state.metrics.clone();
         let app = router::router(state).layer(axum::middleware::from_fn(move |req, next| {
-            exposure::require_auth(auth.clone(), req, next)
+            exposure::require_auth(auth.clone(), metrics.clone(), req, next)
         }));
         let tls = self.tls;
         // The listener leaves the caller's runtime: the HTTP side's own
@@ -66,6 +69,16 @@ impl Exposure {
             .name("llmprobe-http".into())
             .spawn(move || {
                 lower_priority();
+                // Refusals logged at a bounded rate: what a flood left
+                // counted is logged once it is due.
+                let flush = runtime.spawn(async move {
+                    let mut every = tokio::time::interval(tally::LOG_EVERY);
+                    loop {
+                        every.tick().await;
+                        tallies.0.warn_pending();
+                        tallies.1.refusals().warn_pending();
+                    }
+                });
                 runtime.block_on(async move {
                     match TcpListener::from_std(listener) {
                         Ok(listener) => connections::serve(listener, tls, app, stop).await,
@@ -74,6 +87,7 @@ impl Exposure {
                         }
                     }
                 });
+                flush.abort();
                 runtime.shutdown_timeout(STOP_GRACE);
                 let _ = done.send(());
             })?;

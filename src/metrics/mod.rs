@@ -12,12 +12,14 @@
 //!   written when a sweep ends;
 //! - `exposition`: one scrape, written in chunks as the body is sent;
 //! - `daemon`: the daemon's own state (sweeps counted, in flight, reloads);
+//! - `bounds`: refused auth and reloads, abandoned discovery reads;
 //! - `fleet`: target discovery and sharding;
 //! - `config_info`: each measured target's SLO and interval;
 //! - `probes`: the probes between sweeps (availability, TTFT, cost).
 //! - `register`, `locks`: a counter made and registered in one step; lock
 //!   access that survives a panicking writer.
 
+mod bounds;
 mod config_info;
 mod daemon;
 mod exposition;
@@ -41,6 +43,7 @@ use crate::stats::pair_report::PairReport;
 use crate::stats::probe::ProbeEvent;
 use crate::stats::report::{Setup, SweepReport};
 use crate::stats::sample::Sample;
+use bounds::Bounds;
 use daemon::DaemonState;
 pub use exposition::Exposition;
 use exposition::{Gathered, Source};
@@ -61,6 +64,7 @@ pub struct Metrics {
     registry: Registry,
     running: RunningTotals,
     daemon: DaemonState,
+    bounds: Bounds,
     results: Results,
     fleet: FleetMetrics,
     config_info: ConfigInfo,
@@ -104,6 +108,7 @@ impl Metrics {
             registry: registry.clone(),
             running,
             daemon,
+            bounds: Bounds::new(registry)?,
             results: Results::default(),
             fleet: FleetMetrics::new(registry)?,
             config_info: ConfigInfo::new(registry)?,
@@ -206,6 +211,23 @@ impl Metrics {
     /// SLO and interval, for alert rules.
     pub fn set_target_limits(&self, target: &str, limits: &TargetLimits) {
         self.config_info.set_target(target, limits);
+    }
+
+    /// Counts a request the HTTP side refused with 401, for `reason`
+    /// ([`names::AUTH_FAILURE_REASONS`]).
+    pub fn auth_failed(&self, reason: &str) {
+        self.bounds.auth_failed(reason);
+    }
+
+    /// Counts a `POST /-/reload` not acted on, for `reason`
+    /// ([`names::RELOAD_REFUSED_REASONS`]).
+    pub fn reload_refused(&self, reason: &str) {
+        self.bounds.reload_refused(reason);
+    }
+
+    /// Counts a discovery read abandoned because it did not finish in time.
+    pub fn discovery_read_abandoned(&self) {
+        self.bounds.discovery_read_abandoned();
     }
 
     /// Counts a failed read of a discovery file.

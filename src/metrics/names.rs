@@ -7,12 +7,14 @@
 //!
 //! [`Outcome::as_str`]: crate::stats::sample::Outcome::as_str
 
+mod bounds;
 mod client;
 mod fleet;
 mod probe;
 mod spec;
 mod sustained;
 
+pub use bounds::*;
 pub use client::*;
 pub use fleet::*;
 pub use probe::*;

@@ -734,6 +734,7 @@ fn every_exported_family_is_named_in_names_rs() {
         include_str!("names/fleet.rs"),
         include_str!("names/probe.rs"),
         include_str!("names/sustained.rs"),
+        include_str!("names/bounds.rs"),
     ]
     .concat();
     let families: Vec<&str> = text

@@ -26,6 +26,9 @@ pub fn check(tls: &ClientTls) -> Result<(), (TlsKey, String)> {
     Files::read(tls)?.client_config().map(|_| ())
 }
 
+/// Largest PEM file read (a CA bundle of a few hundred certificates).
+const MAX_PEM_BYTES: u64 = 4 << 20;
+
 /// A file's path as shown in messages, and its contents.
 type Read = (String, Vec<u8>);
 
@@ -40,9 +43,16 @@ impl Files {
     fn read(tls: &ClientTls) -> Result<Files, (TlsKey, String)> {
         let read = |key: TlsKey, path: &Path| {
             let shown = path.display().to_string();
-            std::fs::read(path)
-                .map(|bytes| (shown.clone(), bytes))
-                .map_err(|e| (key, format!("cannot read `{shown}`: {e}")))
+            // Opened, then the handle checked: a FIFO is refused, never
+            // waited on (crate::config::env::read_limited).
+            match crate::config::env::read_limited(path, MAX_PEM_BYTES) {
+                Ok(Some(bytes)) => Ok((shown, bytes)),
+                Ok(None) => Err((
+                    key,
+                    format!("`{shown}` is larger than {MAX_PEM_BYTES} bytes"),
+                )),
+                Err(e) => Err((key, format!("cannot read `{shown}`: {e}"))),
+            }
         };
         let ca = match &tls.ca_file {
             Some(p) => Some(read(TlsKey::CaFile, p)?),

@@ -18,6 +18,7 @@ pub mod probe_stream;
 pub mod refine;
 mod requests;
 mod setup_check;
+mod shared_bodies;
 pub(crate) mod signals;
 pub mod sustained;
 mod timing;

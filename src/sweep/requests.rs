@@ -12,6 +12,7 @@ use crate::probe::body::Bodies;
 use crate::probe::exchange::{self as probe, RequestSpec};
 use crate::stats::sample::Sample;
 use crate::sweep::env::SweepEnv;
+use crate::sweep::shared_bodies;
 
 /// Output tokens asked by the requests that open a level's connections: they
 /// exist to open them, not to measure anything.
@@ -25,9 +26,10 @@ pub(crate) struct Requests {
     pub(crate) workload: Arc<Workload>,
     kind: &'static dyn EndpointKind,
     url: String,
-    bodies: Bodies,
+    /// Shared with every other sweep that sends the same ([`shared_bodies`]).
+    bodies: Arc<Bodies>,
     /// Bodies of the uncounted requests that open a level's connections.
-    pool: Bodies,
+    pool: Arc<Bodies>,
     output_limit: u64,
 }
 
@@ -65,12 +67,13 @@ impl Requests {
         field: MaxTokensField,
     ) -> Self {
         let kind = api::kind(target.api);
+        let options = target.request_options();
         let bodies = |max_tokens| {
-            Bodies::for_kind(
-                kind,
+            shared_bodies::bodies(
+                target.api,
                 &target.model,
                 workload,
-                &target.request_options(),
+                &options,
                 field,
                 max_tokens,
             )
