@@ -286,16 +286,19 @@ fn render_index(targets: &[TargetStatus], now: SystemTime, ready: bool) -> Strin
             .map_or(0.0, |d| d.as_secs_f64());
         for t in targets {
             let (class, state) = t.state();
-            let (probe_class, probe) = t.probe_line(now_unix);
+            // No probe yet: an empty cell, not an empty badge.
+            let probe = match t.probe_line(now_unix) {
+                (_, line) if line.is_empty() => String::new(),
+                (class, line) => format!("<span class=\"badge {class}\">{}</span>", escape(&line)),
+            };
             let _ = writeln!(
                 page,
-                "<tr><td><a href=\"/targets/{}\">{}</a></td><td>{}</td><td><span class=\"badge {class}\">{}</span></td><td>{}</td><td><span class=\"badge {probe_class}\">{}</span></td><td>{}</td><td>{}</td></tr>",
+                "<tr><td><a href=\"/targets/{}\">{}</a></td><td>{}</td><td><span class=\"badge {class}\">{}</span></td><td>{}</td><td>{probe}</td><td>{}</td><td>{}</td></tr>",
                 path_segment(&t.name),
                 escape(&t.name),
                 escape(&t.model),
                 escape(&state),
                 escape(&knees(t)),
-                escape(&probe),
                 escape(&last_measured(t.last_success_unix, now)),
                 escape(t.last_error.as_deref().unwrap_or("")),
             );
