@@ -6,6 +6,7 @@ pub mod arrivals;
 pub mod binomial;
 pub mod carry;
 pub mod client;
+pub mod conclusion;
 pub mod decision;
 pub mod erlang;
 pub mod evidence;

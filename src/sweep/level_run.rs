@@ -12,7 +12,7 @@ use crate::stats::decision::{Basis, Counts, Decision, Verdict};
 use crate::stats::evidence;
 use crate::stats::level;
 use crate::stats::report::{FoundIn, LevelRole, LevelSummary};
-use crate::stats::sample::{Outcome, Sample};
+use crate::stats::sample::Sample;
 use crate::stats::verdict::{self, Breach, Tally};
 use crate::sweep::client_lag::LagWatch;
 use crate::sweep::closed_loop::{self, Pass};
@@ -175,72 +175,5 @@ async fn judge_level(
                 verdict,
             };
         }
-    }
-}
-
-pub(super) fn slo_breach(l: &LevelSummary, target: &Target) -> String {
-    let slo = &target.slo;
-    let mut why = Vec::new();
-    // A level stopped early cancelled requests that might have succeeded:
-    // only a level that ran in full can say that none did.
-    if l.stopped_early.is_none() && l.count(Outcome::Ok) == 0 {
-        why.push("no request succeeded".to_string());
-    }
-    match l.decision_latency_seconds.p95 {
-        Some(p) if p > slo.p95_latency.as_secs_f64() => why.push(format!(
-            "p95 latency {:.3}s over {} (failed requests included)",
-            p,
-            humantime::format_duration(slo.p95_latency)
-        )),
-        _ => {}
-    }
-    if l.shed_ratio > slo.max_shed_ratio {
-        why.push(format!(
-            "shed ratio {:.3} over {}",
-            l.shed_ratio, slo.max_shed_ratio
-        ));
-    }
-    if l.error_ratio > slo.max_error_ratio {
-        why.push(format!(
-            "error ratio {:.3} over {}",
-            l.error_ratio, slo.max_error_ratio
-        ));
-    }
-    if let Some(e) = &l.stopped_early {
-        why.push(format!(
-            "{} certain after {} of {} requests",
-            e.breach.as_str().replace('_', " "),
-            l.requests,
-            l.planned_requests
-        ));
-    }
-    if let Some(v) = &l.verdict {
-        why.push(evidence_text(v));
-    }
-    format!("concurrency {}: {}", l.concurrency, why.join(", "))
-}
-
-/// What a verdict that did not pass rests on, in words.
-fn evidence_text(v: &Verdict) -> String {
-    let by = v.decided_by.map_or("", |b| b.as_str()).replace('_', " ");
-    let pooled = match v.pooled_sweeps {
-        0 => String::new(),
-        1 => " (1 earlier sweep pooled)".to_string(),
-        n => format!(" ({n} earlier sweeps pooled)"),
-    };
-    let confidence = v.confidence * 100.0;
-    match v.decision {
-        Decision::Undecided => format!(
-            "undecided: {by} over its limit but not at {confidence}% confidence after {} requests{pooled} \
-             (verdict_ceiling reached; counted as {}: {})",
-            v.requests,
-            v.counted_as.as_str(),
-            if v.counted_as == Decision::Undecided {
-                "never decided here, it neither raises nor lowers the knee"
-            } else {
-                "as last decided on this server"
-            }
-        ),
-        _ => format!("{by} decided at {confidence}% confidence on {} requests{pooled}", v.requests),
     }
 }

@@ -6,6 +6,7 @@
 //! interleaved executor ([`interleaved`]) sends through the same [`Requests`].
 
 mod client_lag;
+mod climb;
 mod closed_loop;
 mod env;
 pub mod interleaved;
@@ -31,11 +32,8 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Target;
-use crate::stats::carry;
-use crate::stats::client;
+use crate::stats::conclusion::{self, Concluded, Earlier};
 use crate::stats::evidence::{self, Evidence};
-use crate::stats::level;
-use crate::stats::limit;
 use crate::stats::report::{FoundIn, LevelSummary, Setup, SweepKind, SweepReport, WorkloadReport};
 use crate::stats::sample::{Outcome, ReasoningFields};
 use crate::stats::setup_error::SetupError;
@@ -374,173 +372,15 @@ async fn run_workload(
     // Which level comes next: the configured ones from the lowest (a warm
     // start skips those up to half the last knee), then the refinement
     // probes; each verdict decides the next.
-    let mut ladder = Ladder::new(&target.levels, target.refine_resolution, warm);
-    let mut levels: Vec<LevelSummary> = Vec::new();
-    let mut not_measured = None;
-    // Why the client could not measure a level, when it could not.
-    let mut client_limited = None;
-    // Levels whose places other targets held, or that the client could not
-    // keep up with: "not measured", not a break.
-    let mut starved: Vec<u32> = Vec::new();
-    let mut settle = false;
-    while let Some((concurrency, role)) = ladder.next() {
-        if settle {
-            settle_after(cancel).await;
-        }
-        if cancel.is_cancelled() {
-            not_measured = Some(format!(
-                "concurrency {concurrency} not measured: {}",
-                ending.why()
-            ));
-            break;
-        }
-        if concurrency > env.in_flight_total {
-            not_measured = Some(format!(
-                "concurrency {concurrency} not measured: it is above schedule.max_in_flight_total ({}), \
-                 so the level could not keep its requests in flight",
-                env.in_flight_total
-            ));
-            break;
-        }
-        let mut retries = 0;
-        let measured = loop {
-            let pooled = pool(concurrency);
-            let (summary, samples) =
-                match level_run::measure(&run, concurrency, role, server, &pooled).await {
-                    Ok(measured) => measured,
-                    Err(stop) => break Err(stop),
-                };
-            // The first level's requests, when no warm-up came before.
-            first.judge(&run.requests, &samples)?;
-            match client::limited(&summary, &target.slo) {
-                // A stall passes: the level runs again.
-                Some(why) if retries < client::CLIENT_RETRIES && !cancel.is_cancelled() => {
-                    retries += 1;
-                    tracing::info!(target_name = %target.name, concurrency, why = %why, "client-limited level: run again");
-                    if summary.stopped_early.is_some() {
-                        settle_after(cancel).await;
-                    }
-                }
-                Some(why) => break Ok(Err(why)),
-                None => break Ok(Ok(summary)),
-            }
-        };
-        let summary = match measured {
-            Ok(Ok(summary)) => summary,
-            Ok(Err(why)) => {
-                // Not the server's: the climb ends, neither a pass nor a break.
-                not_measured = Some(format!(
-                    "concurrency {concurrency} not measured (client): {why}"
-                ));
-                client_limited = Some(why);
-                starved.push(concurrency);
-                starved.extend(ladder.climb_left());
-                starved.retain(|c| *c <= env.in_flight_total);
-                starved.sort_unstable();
-                starved.dedup();
-                break;
-            }
-            Err(level_run::Stop::Places(why)) => {
-                not_measured = Some(format!("concurrency {concurrency} not measured: {why}"));
-                if !cancel.is_cancelled() {
-                    // Higher levels need even more places: the climb ends
-                    // here, and the levels it had left are not measured.
-                    starved.push(concurrency);
-                    starved.extend(ladder.climb_left());
-                    starved.retain(|c| *c <= env.in_flight_total);
-                    starved.sort_unstable();
-                    starved.dedup();
-                }
-                break;
-            }
-            Err(level_run::Stop::Unbounded(why, found_in)) => {
-                return Err(Stop::Unbounded(why, found_in))
-            }
-            Err(level_run::Stop::Cancelled) => {
-                not_measured = Some(format!(
-                    "concurrency {concurrency} not completed: {}",
-                    ending.why()
-                ));
-                break;
-            }
-        };
-        settle = summary.stopped_early.is_some();
-        ladder.record(concurrency, !summary.stops_knee());
-        env.observer.level_finished(&target, &workload, &summary);
-        levels.push(summary);
-    }
-    levels.sort_by_key(|l| l.concurrency);
-    // Why climbing stopped: the lowest level that broke the SLO or could not
-    // keep its concurrency, else what kept a level from being measured.
-    let stopped_because = levels
-        .iter()
-        .find(|l| l.stops_knee())
-        .map(|l| {
-            if !l.within_slo {
-                level_run::slo_breach(l, &target)
-            } else {
-                format!(
-                    "concurrency {}: only {:.1} requests were in flight on average \
-                     (under {:.0}%): the client could not keep up, so the level does not count",
-                    l.concurrency,
-                    l.achieved_concurrency,
-                    level::KEPT_CONCURRENCY * 100.0
-                )
-            }
-        })
-        .or(not_measured);
-    let stopped_because = match (stopped_because, target.capped_by_max_concurrency) {
-        (None, Some(max)) => Some(format!(
-            "the target's max_concurrency ({max}) was reached: higher configured levels are not sent to it"
-        )),
-        (why, _) => why,
-    };
-    // What the loop last measured stands in for the levels this sweep did
-    // not run: those a warm start skipped, and those it could not have the
-    // places for.
-    let carried_levels = earlier.map_or_else(Vec::new, |e| {
-        carry::carried(
-            e.workload,
-            e.finished_at,
-            &levels,
-            ladder.skipped(),
-            starved.first().copied(),
-        )
-    });
-    let stopped_because = match (stopped_because, starved.first()) {
-        (Some(why), Some(from)) if carried_levels.iter().any(|l| l.concurrency >= *from) => {
-            let oldest = carried_levels
-                .iter()
-                .filter(|l| l.concurrency >= *from)
-                .map(|l| l.measured_at_unix_seconds)
-                .fold(f64::INFINITY, f64::min);
-            Some(format!(
-                "{why}; the knee and recommendation keep what an earlier sweep measured from \
-                 concurrency {from} up ({:.0}s ago at most)",
-                (unix_now() - oldest).max(0.0)
-            ))
-        }
-        (why, _) => why,
-    };
-    let mut capacity = carry::capacity(
-        &levels,
-        &carried_levels,
-        &starved,
-        target.headroom,
-        stopped_because,
-    );
-    if !capacity.levels_not_measured.is_empty() {
-        capacity.not_measured_client = client_limited;
-    }
+    let ladder = Ladder::new(&target.levels, target.refine_resolution, warm);
+    let climb = climb::run(&run, ending, ladder, pool, server, &mut first).await?;
+    let skipped_levels = climb.skipped.clone();
     let window = |c| pool(c).window;
-    limit::settle(
-        &mut capacity,
-        &levels,
-        &carried_levels,
-        &window,
-        &target.slo,
-        target.verdict_confidence,
-    );
+    let Concluded {
+        levels,
+        carried_levels,
+        mut capacity,
+    } = conclusion::conclude(climb, &target, earlier, &window, unix_now());
     let last = earlier.and_then(|e| e.workload.capacity.sustained.as_ref());
     capacity.sustained = match sustained::plan(&target.sustained, last, capacity.knee_concurrency) {
         sustained::Plan::None => None,
@@ -559,7 +399,7 @@ async fn run_workload(
     Ok(WorkloadReport {
         workload: workload.name.clone(),
         levels,
-        skipped_levels: ladder.skipped().to_vec(),
+        skipped_levels,
         carried_levels,
         capacity,
     })
@@ -572,12 +412,4 @@ async fn settle_after(cancel: &CancellationToken) {
         _ = tokio::time::sleep(SETTLE_AFTER_EARLY_STOP) => {}
         _ = cancel.cancelled() => {}
     }
-}
-
-/// What the last good sweep of the loop measured for one workload.
-#[derive(Debug, Clone, Copy)]
-struct Earlier<'a> {
-    workload: &'a WorkloadReport,
-    /// When that sweep finished, Unix seconds.
-    finished_at: f64,
 }
