@@ -11,7 +11,8 @@ use crate::stats::report::LevelSummary;
 use crate::sweep::closed_loop;
 use crate::sweep::ladder::Ladder;
 use crate::sweep::setup_check::{self, Stop};
-use crate::sweep::{level_run, settle_after, signals, Ending};
+use crate::sweep::timing::{settle_after, Ending};
+use crate::sweep::{level_run, signals};
 
 /// Climbs `ladder` for `run`'s target and workload: the levels measured and
 /// those not; Err when an answer was beyond the output limit, or the first

@@ -42,8 +42,8 @@ use closed_loop::Pass;
 pub use env::{NoObserver, Observer, SweepEnv};
 pub(crate) use requests::Requests;
 use setup_check::Stop;
-use timing::unix_now;
 pub use timing::SETTLE_AFTER_EARLY_STOP;
+use timing::{unix_now, Ending};
 
 /// What a target's loop knows from its earlier sweeps (nothing for a
 /// one-shot sweep without `--state`, or the first sweep of a target with no
@@ -280,29 +280,6 @@ pub async fn run_after(
     }
 }
 
-/// Why a sweep's token fired: its time limit, or shutdown and reload.
-struct Ending {
-    limit_hit: Arc<AtomicBool>,
-    time_limit: Duration,
-}
-
-impl Ending {
-    fn time_limit_text(&self) -> String {
-        format!(
-            "sweep exceeded its time limit of {}",
-            humantime::format_duration(self.time_limit)
-        )
-    }
-
-    fn why(&self) -> String {
-        if self.limit_hit.load(Ordering::SeqCst) {
-            self.time_limit_text()
-        } else {
-            "sweep cancelled (shutdown or reload)".to_string()
-        }
-    }
-}
-
 /// A sweep in which no request reached the server did not measure anything.
 fn unreachable_error(workloads: &[WorkloadReport]) -> Option<String> {
     let levels = workloads.iter().flat_map(|w| &w.levels);
@@ -403,13 +380,4 @@ async fn run_workload(
         carried_levels,
         capacity,
     })
-}
-
-/// The server hears of cancelled requests only when their connections
-/// close: the next level waits for it to let them go.
-async fn settle_after(cancel: &CancellationToken) {
-    tokio::select! {
-        _ = tokio::time::sleep(SETTLE_AFTER_EARLY_STOP) => {}
-        _ = cancel.cancelled() => {}
-    }
 }
