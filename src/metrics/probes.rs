@@ -4,16 +4,13 @@
 //! that a burn-rate rule's ratio is defined from the start.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Mutex;
 
 use prometheus::{GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
 
+use crate::metrics::locks::lock;
 use crate::metrics::names::{self, Spec};
 use crate::stats::probe::{ProbeEvent, ProbeOutcome, ProbeResult, Skip};
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// Owns the probe families.
 pub(crate) struct ProbeMetrics {

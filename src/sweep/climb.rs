@@ -84,11 +84,7 @@ pub(super) async fn run(
                     "concurrency {concurrency} not measured (client): {why}"
                 ));
                 client_limited = Some(why);
-                starved.push(concurrency);
-                starved.extend(ladder.climb_left());
-                starved.retain(|c| *c <= run.env.in_flight_total);
-                starved.sort_unstable();
-                starved.dedup();
+                starved = not_measured_from(concurrency, &ladder, run.env.in_flight_total);
                 break;
             }
             Err(level_run::Stop::Places(why)) => {
@@ -96,11 +92,7 @@ pub(super) async fn run(
                 if !run.cancel.is_cancelled() {
                     // Higher levels need even more places: the climb ends
                     // here, and the levels it had left are not measured.
-                    starved.push(concurrency);
-                    starved.extend(ladder.climb_left());
-                    starved.retain(|c| *c <= run.env.in_flight_total);
-                    starved.sort_unstable();
-                    starved.dedup();
+                    starved = not_measured_from(concurrency, &ladder, run.env.in_flight_total);
                 }
                 break;
             }
@@ -128,4 +120,16 @@ pub(super) async fn run(
         why_not_measured: not_measured,
         client: client_limited,
     })
+}
+
+/// The levels a climb that ends at `concurrency` leaves unmeasured: that one
+/// and those the ladder had left, within the global cap, in order.
+fn not_measured_from(concurrency: u32, ladder: &Ladder, cap: u32) -> Vec<u32> {
+    let mut levels: Vec<u32> = std::iter::once(concurrency)
+        .chain(ladder.climb_left())
+        .filter(|c| *c <= cap)
+        .collect();
+    levels.sort_unstable();
+    levels.dedup();
+    levels
 }
