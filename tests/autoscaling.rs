@@ -389,19 +389,28 @@ scrape_configs:
         documented.len() >= 3,
         "{DOC} should show its queries in ```promql blocks"
     );
-    let mut failures = Vec::new();
-    for q in &documented {
-        match prom.query(q).await {
-            Ok(r) if r.is_empty() => failures.push(format!("{q}: no data")),
-            Ok(_) => {}
-            Err(e) => failures.push(format!("{q}: {e}")),
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "queries of {DOC}:\n  {}",
-        failures.join("\n  ")
-    );
+    // The sustained rate comes from a search that runs after the climb whose
+    // knee the replicas query reads, so its series may land a while later.
+    wait::poll(
+        &format!("every query of {DOC} to return data"),
+        Duration::from_secs(90),
+        || async {
+            let mut failures = Vec::new();
+            for q in &documented {
+                match prom.query(q).await {
+                    Ok(r) if r.is_empty() => failures.push(format!("{q}: no data")),
+                    Ok(_) => {}
+                    Err(e) => failures.push(format!("{q}: {e}")),
+                }
+            }
+            if failures.is_empty() {
+                Ok(())
+            } else {
+                Err(failures.join("\n  "))
+            }
+        },
+    )
+    .await;
 
     drop(prom);
     drop(engine);
