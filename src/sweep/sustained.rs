@@ -10,7 +10,9 @@ use crate::config::{SustainedSearch, Target};
 use crate::stats::arrivals;
 use crate::stats::rate_search::{self, Found, Search};
 use crate::stats::report::{Capacity, LevelSummary, Limit};
-use crate::stats::sustained::{judge_step, StepPlan, StepResult, Sustained, SustainedStatus};
+use crate::stats::sustained::{
+    judge_step, RateStep, StepPlan, StepResult, Sustained, SustainedStatus,
+};
 use crate::stats::verdict::Tally;
 use crate::sweep::closed_loop::Run;
 use crate::sweep::open_loop::{self, Step};
@@ -112,10 +114,15 @@ pub(crate) async fn search(
         .min(target.max_concurrency.unwrap_or(u32::MAX))
         .min(run.env.in_flight_total)
         .max(1);
-    let budget = settings.max_requests.map_or_else(
-        || (ladder.requests * BUDGET_OVER_LADDER).max(MIN_BUDGET),
-        u64::from,
-    );
+    let steps = Steps {
+        hold,
+        budget: settings.max_requests.map_or_else(
+            || (ladder.requests * BUDGET_OVER_LADDER).max(MIN_BUDGET),
+            u64::from,
+        ),
+        max_duration: settings.max_duration,
+        began: Instant::now(),
+    };
     let mut out = Sustained {
         requests_per_second: None,
         status: SustainedStatus::NotMeasured,
@@ -131,7 +138,6 @@ pub(crate) async fn search(
         sweeps_since_measured: 0,
         steps: Vec::new(),
     };
-    let began = Instant::now();
     let places = match run.hold_places(ceiling, target.request_timeout).await {
         Ok(p) => p,
         Err(why) => {
@@ -150,65 +156,102 @@ pub(crate) async fn search(
             rate_search::MAX_OF_CLOSED_LOOP
         };
     let mut search = Search::new(start, closed, max, settings.resolution, warm.is_some());
+    let (stopped, unconfirmed) = walk(run, target, ceiling, &steps, &mut search, &mut out).await;
+    drop(places);
+    out.measured_at_unix_seconds = unix_now();
+    conclude(&mut out, &search, stopped);
+    if let (Some(why), Some(_)) = (unconfirmed, out.requests_per_second) {
+        out.why = format!("{} ({why})", out.why);
+    }
+    Some(out)
+}
+
+/// The size of the search's steps and what it may spend on them.
+struct Steps {
+    /// The knee level's p95 latency, seconds: how long a request holds a place.
+    hold: f64,
+    /// Requests the whole search may send.
+    budget: u64,
+    /// Time the whole search may take.
+    max_duration: Duration,
+    /// When the search began.
+    began: Instant,
+}
+
+impl Steps {
+    /// Counted and uncounted (warm-up) requests of a step at `rate`.
+    fn size(&self, rate: f64, confirming: bool) -> (u64, u64) {
+        let base = MIN_STEP_REQUESTS.max((rate * STEP_LATENCIES * self.hold).ceil() as u64);
+        let counted = if confirming {
+            base * CONFIRM_FACTOR
+        } else {
+            base
+        };
+        (counted, (rate * self.hold).ceil().max(1.0) as u64)
+    }
+
+    /// Requests and time a step at `rate` takes.
+    fn cost(&self, rate: f64, confirming: bool) -> (u64, Duration) {
+        let (n, u) = self.size(rate, confirming);
+        (
+            n + u,
+            Duration::from_secs_f64((n + u) as f64 / rate + self.hold),
+        )
+    }
+
+    /// Whether `requests` more, taking `time`, fit after `spent`.
+    fn fits(&self, spent: u64, requests: u64, time: Duration) -> bool {
+        spent + requests <= self.budget && self.began.elapsed() + time <= self.max_duration
+    }
+
+    /// Whether an exploring step at `rate` fits with room left for a
+    /// confirmation at the same rate.
+    fn explore(&self, rate: f64, spent: u64) -> bool {
+        let (n, t) = self.cost(rate, false);
+        let (c, ct) = self.cost(rate, true);
+        self.fits(spent, n + c, t + ct)
+    }
+
+    /// The budget, as the reasons for stopping name it.
+    fn limits(&self) -> String {
+        format!(
+            "({} requests, sustained.max_duration {})",
+            self.budget,
+            humantime::format_duration(self.max_duration)
+        )
+    }
+}
+
+/// Steps the search until it ends: bracket and bisect, then confirm the
+/// rate found with a longer step, and search on below it when that does
+/// not hold. Returns why the search stopped early, and why the rate found
+/// was not confirmed, when either happened.
+async fn walk(
+    run: &Run,
+    target: &Target,
+    ceiling: u32,
+    steps: &Steps,
+    search: &mut Search,
+    out: &mut Sustained,
+) -> (Option<String>, Option<String>) {
     let mut stopped = None;
     let mut settle = false;
-    // The rate whose confirmation passed, or why the found one was not confirmed.
+    // The rate whose confirmation passed.
     let mut confirmed = None;
-    let mut unconfirmed = None;
     loop {
-        // Bracket and bisect; then confirm the rate found with a longer
-        // step, and search on below it when that does not hold.
-        // Each exploring step leaves room in the budget for the
-        // confirmation; when it cannot, the highest pass so far is confirmed.
-        let size = |rate: f64, confirming: bool| {
-            let base = MIN_STEP_REQUESTS.max((rate * STEP_LATENCIES * hold).ceil() as u64);
-            let counted = if confirming {
-                base * CONFIRM_FACTOR
-            } else {
-                base
-            };
-            (counted, (rate * hold).ceil().max(1.0) as u64)
+        let Some((rate, confirming)) =
+            next_step(search, steps, out.requests, &mut stopped, confirmed)
+        else {
+            return (stopped, None);
         };
-        let cost = |rate: f64, confirming: bool| {
-            let (n, u) = size(rate, confirming);
-            (n + u, Duration::from_secs_f64((n + u) as f64 / rate + hold))
-        };
-        let fits = |requests: u64, time: Duration, out: &Sustained| {
-            out.requests + requests <= budget && began.elapsed() + time <= settings.max_duration
-        };
-        let explore = |rate: f64, out: &Sustained| {
-            let (n, t) = cost(rate, false);
-            let (c, ct) = cost(rate, true);
-            fits(n + c, t + ct, out)
-        };
-        let (rate, confirming) = match (search.next(), search.found()) {
-            (Some(r), _) if stopped.is_none() && explore(r, &out) => (r, false),
-            (Some(r), _) => {
-                stopped.get_or_insert_with(|| {
-                    format!(
-                        "the next step (at {r:.2} req/s) and a confirmation would exceed its budget \
-                         ({budget} requests, sustained.max_duration {})",
-                        humantime::format_duration(settings.max_duration)
-                    )
-                });
-                match search.highest_pass() {
-                    Some(p) if confirmed != Some(p) => (p, true),
-                    _ => break,
-                }
-            }
-            (None, Some(Found::Rate(r) | Found::AtLeast(r))) if confirmed != Some(r) => (r, true),
-            _ => break,
-        };
-        let (counted, uncounted) = size(rate, confirming);
-        let total = counted + uncounted;
-        let (_, time) = cost(rate, confirming);
-        if confirming && !fits(total, time, &out) {
-            unconfirmed = Some(format!(
-                "not confirmed: a {total}-request confirmation would exceed the budget \
-                 ({budget} requests, sustained.max_duration {})",
-                humantime::format_duration(settings.max_duration)
-            ));
-            break;
+        let (counted, uncounted) = steps.size(rate, confirming);
+        let (total, time) = steps.cost(rate, confirming);
+        if confirming && !steps.fits(out.requests, total, time) {
+            let why = format!(
+                "not confirmed: a {total}-request confirmation would exceed the budget {}",
+                steps.limits()
+            );
+            return (stopped, Some(why));
         }
         if settle {
             tokio::select! {
@@ -216,39 +259,16 @@ pub(crate) async fn search(
                 _ = run.cancel.cancelled() => {}
             }
         }
-        let seed = settings.seed.map_or_else(
-            || fastrand::u64(..),
-            |s| s.wrapping_add(out.steps.len() as u64),
-        );
-        let times = arrivals::schedule(settings.arrivals, rate, total as usize, seed);
-        let tally = target.early_stop.then(|| {
-            Tally::new(
-                counted,
-                &target.slo,
-                target.verdict_confidence,
-                Default::default(),
-                &[],
-            )
-        });
-        let measured = open_loop::run_step(
+        let step = send_step(
             run,
-            Step {
-                times: &times,
-                uncounted: uncounted as usize,
-                ceiling,
-                lag_bound: settings.lag_bound(rate),
-                tally,
-            },
+            target,
+            ceiling,
+            rate,
+            (counted, uncounted),
+            confirming,
+            out.steps.len(),
         )
         .await;
-        let plan = StepPlan {
-            rate,
-            seed,
-            scheduled: total,
-            uncounted,
-            confirming,
-        };
-        let step = judge_step(plan, &measured, &target.slo, target.verdict_confidence);
         out.requests += step.sent + uncounted.min(step.scheduled);
         settle = step.stopped_early;
         let result = step.result;
@@ -260,21 +280,90 @@ pub(crate) async fn search(
             StepResult::Break | StepResult::Undecided if confirming => search.refute(rate),
             StepResult::Break | StepResult::Undecided => search.record(rate, false),
             StepResult::NotMeasured => {
-                stopped = Some(format!(
+                let why = format!(
                     "the step at {rate:.2} req/s was not measured: {}",
                     note.unwrap_or_default()
-                ));
-                break;
+                );
+                return (Some(why), None);
             }
         }
     }
-    drop(places);
-    out.measured_at_unix_seconds = unix_now();
-    conclude(&mut out, &search, stopped);
-    if let (Some(why), Some(_)) = (unconfirmed, out.requests_per_second) {
-        out.why = format!("{} ({why})", out.why);
+}
+
+/// The next step: a rate to explore, or a rate found to confirm; None when
+/// the search is over. Each exploring step leaves room in the budget for the
+/// confirmation; when it cannot, the highest pass so far is confirmed.
+fn next_step(
+    search: &Search,
+    steps: &Steps,
+    spent: u64,
+    stopped: &mut Option<String>,
+    confirmed: Option<f64>,
+) -> Option<(f64, bool)> {
+    match (search.next(), search.found()) {
+        (Some(r), _) if stopped.is_none() && steps.explore(r, spent) => Some((r, false)),
+        (Some(r), _) => {
+            stopped.get_or_insert_with(|| {
+                format!(
+                    "the next step (at {r:.2} req/s) and a confirmation would exceed its budget {}",
+                    steps.limits()
+                )
+            });
+            match search.highest_pass() {
+                Some(p) if confirmed != Some(p) => Some((p, true)),
+                _ => None,
+            }
+        }
+        (None, Some(Found::Rate(r) | Found::AtLeast(r))) if confirmed != Some(r) => Some((r, true)),
+        _ => None,
     }
-    Some(out)
+}
+
+/// Sends one open-loop step at `rate` (`size`: counted and uncounted
+/// requests) and judges it; `index` numbers the step for its seed.
+async fn send_step(
+    run: &Run,
+    target: &Target,
+    ceiling: u32,
+    rate: f64,
+    (counted, uncounted): (u64, u64),
+    confirming: bool,
+    index: usize,
+) -> RateStep {
+    let settings = &target.sustained;
+    let total = counted + uncounted;
+    let seed = settings
+        .seed
+        .map_or_else(|| fastrand::u64(..), |s| s.wrapping_add(index as u64));
+    let times = arrivals::schedule(settings.arrivals, rate, total as usize, seed);
+    let tally = target.early_stop.then(|| {
+        Tally::new(
+            counted,
+            &target.slo,
+            target.verdict_confidence,
+            Default::default(),
+            &[],
+        )
+    });
+    let measured = open_loop::run_step(
+        run,
+        Step {
+            times: &times,
+            uncounted: uncounted as usize,
+            ceiling,
+            lag_bound: settings.lag_bound(rate),
+            tally,
+        },
+    )
+    .await;
+    let plan = StepPlan {
+        rate,
+        seed,
+        scheduled: total,
+        uncounted,
+        confirming,
+    };
+    judge_step(plan, &measured, &target.slo, target.verdict_confidence)
 }
 
 /// The rate and status the steps support, and why the search ended.
