@@ -215,3 +215,104 @@ fn results_reach_metrics_only_through_the_prometheus_sink() {
         .collect();
     assert!(callers.is_empty(), "{callers:#?}");
 }
+
+/// Lines of code a source file may hold outside its test module.
+const MAX_FILE_CODE_LINES: usize = 600;
+/// Lines a function may span, signature to closing brace.
+const MAX_FUNCTION_LINES: usize = 120;
+
+/// The lines of a source file before its test module (by convention last).
+fn outside_tests(text: &str) -> Vec<&str> {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = lines
+        .windows(2)
+        .position(|w| w[0] == "#[cfg(test)]" && w[1].starts_with("mod "))
+        .unwrap_or(lines.len());
+    lines[..end].to_vec()
+}
+
+/// Functions longer than `max` lines, as (name, first line, length). The
+/// sources are rustfmt's: a function's body closes with a `}` at the
+/// indentation its `fn` line has.
+fn long_functions(lines: &[&str], max: usize) -> Vec<(String, usize, usize)> {
+    let mut long = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let body = line.trim_start();
+        let indent = &line[..line.len() - body.len()];
+        let item = [
+            "pub(crate) ",
+            "pub(super) ",
+            "pub ",
+            "async ",
+            "const ",
+            "unsafe ",
+        ]
+        .iter()
+        .fold(body, |b, p| b.strip_prefix(p).unwrap_or(b));
+        let item = ["async ", "const ", "unsafe "]
+            .iter()
+            .fold(item, |b, p| b.strip_prefix(p).unwrap_or(b));
+        let Some(rest) = item.strip_prefix("fn ") else {
+            continue;
+        };
+        if line.trim_end().ends_with(';') || line.trim_end().ends_with('}') {
+            continue;
+        }
+        let close = format!("{indent}}}");
+        let Some(len) = lines[i + 1..].iter().position(|l| *l == close) else {
+            continue;
+        };
+        if len + 2 > max {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            long.push((name, i + 1, len + 2));
+        }
+    }
+    long
+}
+
+#[test]
+fn no_source_file_is_over_600_lines_of_code_nor_a_function_over_120_lines() {
+    let mut files = Vec::new();
+    source_files(&repo().join("src"), &repo().join("src"), &mut files);
+    let mut found = Vec::new();
+    // A module of tests in a file of its own (`#[cfg(test)] mod tests;`).
+    for file in files.iter().filter(|f| !f.ends_with("tests.rs")) {
+        let text = std::fs::read_to_string(repo().join("src").join(file)).unwrap();
+        let lines = outside_tests(&text);
+        let code = lines
+            .iter()
+            .map(|l| l.trim())
+            .filter(|l| !l.is_empty() && !l.starts_with("//"))
+            .count();
+        if code > MAX_FILE_CODE_LINES {
+            found.push(format!("src/{file}: {code} lines of code"));
+        }
+        for (name, at, len) in long_functions(&lines, MAX_FUNCTION_LINES) {
+            found.push(format!("src/{file}:{at}: fn {name} spans {len} lines"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "ARCHITECTURE.md's size rules (files at most {MAX_FILE_CODE_LINES} lines of code, \
+         functions at most {MAX_FUNCTION_LINES} lines):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn a_long_function_is_found_at_its_own_indentation() {
+    let mut text = vec![
+        "impl X {",
+        "    pub async fn long(",
+        "        a: u32,",
+        "    ) -> u32 {",
+    ];
+    text.extend(std::iter::repeat_n("        a += 1;", 130));
+    text.extend(["    }", "    fn short() {}", "}"]);
+    let found = long_functions(&text, MAX_FUNCTION_LINES);
+    assert_eq!(found, vec![("long".to_string(), 2, 134)]);
+    assert!(long_functions(&text[..20], MAX_FUNCTION_LINES).is_empty());
+}

@@ -143,7 +143,10 @@ async fn a_sink_of_its_own_receives_every_round_and_the_forget() {
     // the server served all the same.
     let counted: u64 = levels.iter().map(|l| l.requests).sum();
     let heard = recorder.requests.load(Ordering::SeqCst);
-    assert!(heard >= counted, "{heard} requests heard, {counted} in the levels");
+    assert!(
+        heard >= counted,
+        "{heard} requests heard, {counted} in the levels"
+    );
     let totals = support::exposition::metric_sum(
         &metrics.encode(),
         "llmprobe_requests_total",

@@ -11,10 +11,10 @@ use super::checks::{check_name, shown_name, MAX_INTERVAL, MIN_SWEEP_TIMEOUT};
 use super::defaults;
 use super::env::Env;
 use super::error::ConfigError;
-use super::file::FileConfig;
+use super::file::{FileConfig, ScheduleFile, TargetFile};
 use super::fleet::resolve_fleet;
 use super::pairs::resolve_gateway_pairs;
-use super::resolved::{Config, Schedule};
+use super::resolved::{Config, Schedule, Target};
 use super::sinks::resolve_sinks;
 use super::target::{check_levels_within_cap, resolve_target, Context};
 use super::tls::Checks;
@@ -50,34 +50,7 @@ pub fn resolve_with(
         }
     };
 
-    let s = &file.schedule;
-    if s.interval < Duration::from_millis(100) {
-        bad("schedule.interval", "must be at least 100ms".into());
-    } else if s.interval > MAX_INTERVAL {
-        bad("schedule.interval", "must be at most 365days".into());
-    }
-    if s.max_in_flight_total == 0 {
-        bad("schedule.max_in_flight_total", "must be at least 1".into());
-    }
-    // Below a second no sweep can finish (a typo for minutes: `5ms`, `1ns`);
-    // above the longest interval a deadline would overflow the clock.
-    if s.sweep_timeout < MIN_SWEEP_TIMEOUT {
-        bad(
-            "schedule.sweep_timeout",
-            format!(
-                "must be at least 1s (a sweep sends a warm-up and a level), got {}",
-                humantime::format_duration(s.sweep_timeout)
-            ),
-        );
-    } else if s.sweep_timeout > MAX_INTERVAL {
-        bad("schedule.sweep_timeout", "must be at most 365days".into());
-    }
-    let schedule = Schedule {
-        interval: s.interval,
-        jitter: s.jitter.0,
-        max_in_flight_total: s.max_in_flight_total.max(1),
-        sweep_timeout: s.sweep_timeout,
-    };
+    let schedule = resolve_schedule(&file.schedule, &mut bad);
 
     let workloads = resolve_workloads(&file.workloads, base_dir, &mut bad);
 
@@ -92,35 +65,14 @@ pub fn resolve_with(
         }
     }
 
-    let mut targets = Vec::new();
-    let mut seen = std::collections::BTreeSet::new();
-    for (i, t) in file.targets.iter().enumerate() {
-        let key = if t.name.is_empty() {
-            format!("targets[{i}]")
-        } else {
-            format!("targets[{i}] ({})", shown_name(&t.name))
-        };
-        let k = |field: &str| format!("{key}.{field}");
-        if t.name.trim().is_empty() {
-            bad(&k("name"), "must not be empty".into());
-        } else if let Err(e) = check_name(&t.name) {
-            bad(&k("name"), e);
-        } else if !seen.insert(t.name.clone()) {
-            bad(&k("name"), format!("duplicate target name `{}`", t.name));
-        }
-
-        let ctx = Context {
-            defaults: d,
-            workloads: &workloads,
-            base_dir,
-            env,
-            checks,
-        };
-        if let Some(target) = resolve_target(t, &key, &ctx, &mut bad) {
-            check_levels_within_cap(t, &target, &key, schedule.max_in_flight_total, &mut bad);
-            targets.push(Arc::new(target));
-        }
-    }
+    let ctx = Context {
+        defaults: d,
+        workloads: &workloads,
+        base_dir,
+        env,
+        checks,
+    };
+    let targets = resolve_targets(&file.targets, &ctx, schedule.max_in_flight_total, &mut bad);
 
     let gateway_pairs = resolve_gateway_pairs(&file, &targets, &workloads, &mut bad);
 
@@ -161,6 +113,69 @@ pub fn resolve_with(
     } else {
         Err(ConfigError { problems })
     }
+}
+
+/// `schedule`: its bounds checked.
+fn resolve_schedule(s: &ScheduleFile, bad: &mut dyn FnMut(&str, String)) -> Schedule {
+    if s.interval < Duration::from_millis(100) {
+        bad("schedule.interval", "must be at least 100ms".into());
+    } else if s.interval > MAX_INTERVAL {
+        bad("schedule.interval", "must be at most 365days".into());
+    }
+    if s.max_in_flight_total == 0 {
+        bad("schedule.max_in_flight_total", "must be at least 1".into());
+    }
+    // Below a second no sweep can finish (a typo for minutes: `5ms`, `1ns`);
+    // above the longest interval a deadline would overflow the clock.
+    if s.sweep_timeout < MIN_SWEEP_TIMEOUT {
+        bad(
+            "schedule.sweep_timeout",
+            format!(
+                "must be at least 1s (a sweep sends a warm-up and a level), got {}",
+                humantime::format_duration(s.sweep_timeout)
+            ),
+        );
+    } else if s.sweep_timeout > MAX_INTERVAL {
+        bad("schedule.sweep_timeout", "must be at most 365days".into());
+    }
+    Schedule {
+        interval: s.interval,
+        jitter: s.jitter.0,
+        max_in_flight_total: s.max_in_flight_total.max(1),
+        sweep_timeout: s.sweep_timeout,
+    }
+}
+
+/// `targets`: each resolved against the defaults and workloads, names
+/// checked and unique, levels within the daemon's cap.
+fn resolve_targets(
+    file: &[TargetFile],
+    ctx: &Context<'_>,
+    max_in_flight_total: u32,
+    bad: &mut dyn FnMut(&str, String),
+) -> Vec<Arc<Target>> {
+    let mut targets = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, t) in file.iter().enumerate() {
+        let key = if t.name.is_empty() {
+            format!("targets[{i}]")
+        } else {
+            format!("targets[{i}] ({})", shown_name(&t.name))
+        };
+        let k = |field: &str| format!("{key}.{field}");
+        if t.name.trim().is_empty() {
+            bad(&k("name"), "must not be empty".into());
+        } else if let Err(e) = check_name(&t.name) {
+            bad(&k("name"), e);
+        } else if !seen.insert(t.name.clone()) {
+            bad(&k("name"), format!("duplicate target name `{}`", t.name));
+        }
+        if let Some(target) = resolve_target(t, &key, ctx, bad) {
+            check_levels_within_cap(t, &target, &key, max_in_flight_total, bad);
+            targets.push(Arc::new(target));
+        }
+    }
+    targets
 }
 
 /// `state_dir`: as written (relative to the file's folder; "" keeps

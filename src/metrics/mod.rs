@@ -26,6 +26,7 @@ mod exposition;
 mod fleet;
 mod locks;
 pub mod names;
+mod pieces;
 mod probes;
 mod register;
 mod results;

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::metrics::exposition::Source;
 use crate::metrics::names::{self, Spec};
-use crate::metrics::results::{family_header, write_series};
+use crate::metrics::pieces::{family_header, write_series};
 use crate::stats::report::SweepReport;
 use crate::stats::sample::{Outcome, Sample};
 

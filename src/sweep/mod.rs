@@ -89,22 +89,9 @@ pub async fn run_after(
     time_limit: Duration,
     prior: Prior<'_>,
 ) -> SweepReport {
-    let warm = prior.warm;
     let started = Instant::now();
     let cancel = env.cancel.child_token();
-    let limit_hit = Arc::new(AtomicBool::new(false));
-    let timer = {
-        let (cancel, limit_hit) = (cancel.clone(), limit_hit.clone());
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = tokio::time::sleep(time_limit) => {
-                    limit_hit.store(true, Ordering::SeqCst);
-                    cancel.cancel();
-                }
-                _ = cancel.cancelled() => {}
-            }
-        })
-    };
+    let (timer, limit_hit) = start_timer(&cancel, time_limit);
     let client = env.clients.for_target(target);
     let setup = tokio::select! {
         s = crate::probe::setup::discover(client, base_url, target.api_key.as_ref(), &target.model) => s,
@@ -116,7 +103,7 @@ pub async fn run_after(
     };
     // A warm start rests on the knee of the server the loop last swept:
     // another one (a restart may meet an upgraded server) climbs in full.
-    let warm = warm.filter(|_| {
+    let warm = prior.warm.filter(|_| {
         prior
             .latest
             .map_or(true, |l| evidence::same_server(&l.setup, &setup))
@@ -133,7 +120,6 @@ pub async fn run_after(
         limit_hit: limit_hit.clone(),
         time_limit,
     };
-    let mut workloads = Vec::new();
     let earlier = prior.latest.map(|r| output_limit::Earlier {
         model: &r.model,
         setup: &r.setup,
@@ -146,91 +132,24 @@ pub async fn run_after(
         &setup,
         earlier,
     );
-    let mut checked = 0;
-    let mut error = None;
-    let mut setup_error: Option<SetupError> = None;
+    let sweeping = Sweeping {
+        env,
+        target,
+        base_url,
+        cancel: &cancel,
+        ending: &ending,
+        server: server.as_ref(),
+        setup: &setup,
+        evidence: prior.evidence,
+    };
     // Levels measured on another server (or model) say nothing of this one.
     let good = prior
         .good
         .filter(|g| g.model == target.model && g.setup == setup);
+    let mut measured = Measured::default();
     // In a block: the future borrows the results, and is dropped before they are read.
     {
-        let work = async {
-            for w in &target.workloads {
-                let start = warm.map(|m| m.get(&w.name).cloned().unwrap_or_default());
-                let earlier = good.and_then(|g| {
-                    let workload = g.workloads.iter().find(|x| x.workload == w.name)?;
-                    Some(Earlier {
-                        workload,
-                        finished_at: g.finished_at_unix_seconds,
-                    })
-                });
-                // Each answer is judged against the limit: one beyond it and
-                // the workload starts again with the next field (a few at most).
-                loop {
-                    if cancel.is_cancelled() {
-                        return;
-                    }
-                    let limit = u64::from(w.max_completion_tokens);
-                    let watch = choice.watch(limit).map(Arc::new);
-                    let requests = Requests::for_sweep(target, w, base_url, choice.field());
-                    let pool = |level| {
-                        prior
-                            .evidence
-                            .map_or_else(Default::default, |e| e.prior(&setup, &w.name, level))
-                    };
-                    let run = run_workload(
-                        env,
-                        &cancel,
-                        &ending,
-                        requests,
-                        start.as_ref(),
-                        watch.clone(),
-                        earlier,
-                        &pool,
-                        server.as_ref(),
-                        &setup,
-                    );
-                    let measured = run.await;
-                    checked += watch.as_ref().map_or(0, |w| w.bounded());
-                    let (why, found_in) = match measured {
-                        Ok(report) => {
-                            workloads.push(report);
-                            break;
-                        }
-                        Err(Stop::Unbounded(why, found_in)) => (why, found_in),
-                        // Every other workload would fail alike: the sweep ends.
-                        Err(Stop::Setup(e)) => {
-                            setup_error = Some(e);
-                            return;
-                        }
-                    };
-                    let left = choice.field();
-                    match choice.unbounded(why, found_in, limit) {
-                        Ok(field) => {
-                            tracing::warn!(
-                                target_name = %target.name,
-                                field = field.as_str(),
-                                "the server does not honour `{}`: sending the output limit as `{}` \
-                                 (set max_tokens_field to say so)",
-                                left.as_str(),
-                                field.as_str()
-                            );
-                            // The abandoned answers leave the server once it
-                            // notices their closed connections.
-                            tokio::select! {
-                                _ = tokio::time::sleep(SETTLE_AFTER_EARLY_STOP) => {}
-                                _ = cancel.cancelled() => {}
-                            }
-                        }
-                        Err(e) => {
-                            error = Some(e);
-                            return;
-                        }
-                    }
-                }
-            }
-        };
+        let work = run_workloads(&sweeping, warm, good, &mut choice, &mut measured);
         tokio::pin!(work);
         tokio::select! {
             _ = &mut work => {}
@@ -242,6 +161,12 @@ pub async fn run_after(
     }
     cancel.cancel();
     timer.abort();
+    let Measured {
+        workloads,
+        checked,
+        error,
+        setup_error,
+    } = measured;
     let error = if let Some(e) = &setup_error {
         Some(e.message.clone())
     } else if limit_hit.load(Ordering::SeqCst) {
@@ -252,14 +177,7 @@ pub async fn run_after(
         error.or_else(|| unreachable_error(&workloads))
     };
     let mut setup = setup;
-    setup.reasoning_field = workloads
-        .iter()
-        .flat_map(|w| &w.levels)
-        .fold(ReasoningFields::default(), |f, l| {
-            f.union(l.reasoning_fields)
-        })
-        .names()
-        .to_string();
+    setup.reasoning_field = reasoning_fields(&workloads);
     SweepReport {
         target: target.name.clone(),
         kind: if warm.is_some() {
@@ -277,6 +195,160 @@ pub async fn run_after(
         output_limit: choice.report(checked),
         server_metrics,
         workloads,
+    }
+}
+
+/// The fields the levels' reasoning came in, as the setup reports them.
+fn reasoning_fields(workloads: &[WorkloadReport]) -> String {
+    workloads
+        .iter()
+        .flat_map(|w| &w.levels)
+        .fold(ReasoningFields::default(), |f, l| {
+            f.union(l.reasoning_fields)
+        })
+        .names()
+        .to_string()
+}
+
+/// Cancels `cancel` once `time_limit` has passed, and says so in the flag.
+fn start_timer(
+    cancel: &CancellationToken,
+    time_limit: Duration,
+) -> (tokio::task::JoinHandle<()>, Arc<AtomicBool>) {
+    let limit_hit = Arc::new(AtomicBool::new(false));
+    let (cancel, hit) = (cancel.clone(), limit_hit.clone());
+    let timer = tokio::spawn(async move {
+        tokio::select! {
+            _ = tokio::time::sleep(time_limit) => {
+                hit.store(true, Ordering::SeqCst);
+                cancel.cancel();
+            }
+            _ = cancel.cancelled() => {}
+        }
+    });
+    (timer, limit_hit)
+}
+
+/// What every workload of one sweep shares.
+struct Sweeping<'a> {
+    env: &'a SweepEnv,
+    target: &'a Arc<Target>,
+    base_url: &'a str,
+    cancel: &'a CancellationToken,
+    ending: &'a Ending,
+    /// The engine's own metrics, when they were found.
+    server: Option<&'a signals::Watch>,
+    setup: &'a Setup,
+    /// The loop's pooled evidence.
+    evidence: Option<&'a Evidence>,
+}
+
+/// What the workloads of one sweep gave.
+#[derive(Default)]
+struct Measured {
+    workloads: Vec<WorkloadReport>,
+    /// Answers judged within the output limit.
+    checked: u64,
+    /// Why the sweep ended without its every workload, when it did.
+    error: Option<String>,
+    /// The setup error that ended it, when one did.
+    setup_error: Option<SetupError>,
+}
+
+/// Runs the target's workloads in order into `out`, until one ends the
+/// sweep (a setup error, an output nothing bounds) or it is cancelled.
+async fn run_workloads(
+    s: &Sweeping<'_>,
+    warm: Option<&BTreeMap<String, WarmStart>>,
+    good: Option<&SweepReport>,
+    choice: &mut output_limit::Choice,
+    out: &mut Measured,
+) {
+    for w in &s.target.workloads {
+        let start = warm.map(|m| m.get(&w.name).cloned().unwrap_or_default());
+        let earlier = good.and_then(|g| {
+            let workload = g.workloads.iter().find(|x| x.workload == w.name)?;
+            Some(Earlier {
+                workload,
+                finished_at: g.finished_at_unix_seconds,
+            })
+        });
+        match measure_workload(s, w, start.as_ref(), earlier, choice, &mut out.checked).await {
+            Ok(Some(report)) => out.workloads.push(report),
+            Ok(None) => return,
+            // Every other workload would fail alike: the sweep ends.
+            Err(Stop::Setup(e)) => {
+                out.setup_error = Some(e);
+                return;
+            }
+            Err(Stop::Unbounded(why, _)) => {
+                out.error = Some(why);
+                return;
+            }
+        }
+    }
+}
+
+/// Measures workload `w`; each answer is judged against the output limit,
+/// and one beyond it starts the workload again with the next field (a few
+/// at most). Ok(None): cancelled; Err(Stop::Unbounded): no field bounds
+/// the output.
+async fn measure_workload(
+    s: &Sweeping<'_>,
+    w: &Arc<crate::config::Workload>,
+    start: Option<&WarmStart>,
+    earlier: Option<Earlier<'_>>,
+    choice: &mut output_limit::Choice,
+    checked: &mut u64,
+) -> Result<Option<WorkloadReport>, Stop> {
+    loop {
+        if s.cancel.is_cancelled() {
+            return Ok(None);
+        }
+        let limit = u64::from(w.max_completion_tokens);
+        let watch = choice.watch(limit).map(Arc::new);
+        let requests = Requests::for_sweep(s.target, w, s.base_url, choice.field());
+        let pool = |level| {
+            s.evidence
+                .map_or_else(Default::default, |e| e.prior(s.setup, &w.name, level))
+        };
+        let measured = run_workload(
+            s.env,
+            s.cancel,
+            s.ending,
+            requests,
+            start,
+            watch.clone(),
+            earlier,
+            &pool,
+            s.server,
+            s.setup,
+        )
+        .await;
+        *checked += watch.as_ref().map_or(0, |w| w.bounded());
+        let (why, found_in) = match measured {
+            Ok(report) => return Ok(Some(report)),
+            Err(Stop::Unbounded(why, found_in)) => (why, found_in),
+            Err(stop) => return Err(stop),
+        };
+        let left = choice.field();
+        let field = choice
+            .unbounded(why, found_in, limit)
+            .map_err(|e| Stop::Unbounded(e, found_in))?;
+        tracing::warn!(
+            target_name = %s.target.name,
+            field = field.as_str(),
+            "the server does not honour `{}`: sending the output limit as `{}` \
+             (set max_tokens_field to say so)",
+            left.as_str(),
+            field.as_str()
+        );
+        // The abandoned answers leave the server once it notices their
+        // closed connections.
+        tokio::select! {
+            _ = tokio::time::sleep(SETTLE_AFTER_EARLY_STOP) => {}
+            _ = s.cancel.cancelled() => {}
+        }
     }
 }
 
