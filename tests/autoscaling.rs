@@ -12,8 +12,8 @@
 //!   shipped recording rules: KEDA's query, the adapter's query as the
 //!   adapter renders it for the HPA, and every `promql` block of
 //!   docs/autoscaling.md return data, and the replicas needed are the
-//!   pods' running + waiting requests over llmprobe's recommended
-//!   max_in_flight.
+//!   larger of the pods' running + waiting requests over llmprobe's
+//!   recommended max_in_flight and their arrivals over its sustained rate.
 //!
 //! What the rules do when llmprobe's data is missing (2 hours old, a knee of
 //! 0) is tested with promtool in deploy/prometheus/recording_test.yml.
@@ -256,10 +256,26 @@ fn hpa_and_adapter_rule_fit_together_and_with_keda() {
     );
 }
 
+/// Requests the stand-in pods take in per second, all told: vLLM counts
+/// them as they finish (`vllm:request_success_total`), while their running
+/// and waiting requests stay constant.
+const ARRIVALS: f64 = 200.0;
+
 /// What three vLLM pods of the model would serve on `/metrics` (only the
-/// two gauges the rules read, with the labels vLLM gives them).
-fn vllm_exposition() -> String {
+/// series the rules read, with the labels vLLM gives them), `since` the
+/// pods started.
+fn vllm_exposition(since: std::time::Instant) -> String {
+    let finished = ARRIVALS * since.elapsed().as_secs_f64() / PODS.len() as f64;
     let mut text = String::from(
+        "# HELP vllm:request_success_total Count of successfully processed requests.\n\
+         # TYPE vllm:request_success_total counter\n",
+    );
+    for (pod, _, _) in PODS {
+        text.push_str(&format!(
+            "vllm:request_success_total{{engine=\"0\",finished_reason=\"stop\",model_name=\"{MODEL}\",pod=\"{pod}\"}} {finished}\n"
+        ));
+    }
+    text.push_str(
         "# HELP vllm:num_requests_running Number of requests in model execution batches.\n\
          # TYPE vllm:num_requests_running gauge\n",
     );
@@ -278,6 +294,18 @@ fn vllm_exposition() -> String {
         ));
     }
     text
+}
+
+/// The one series `query` returns, once it returns one (bounded).
+async fn one_series(prom: &Prometheus, query: &str) -> serde_json::Value {
+    wait::poll(query, Duration::from_secs(150), || async {
+        prom.process.assert_running();
+        match prom.query(query).await {
+            Ok(r) if r.len() == 1 => Ok(r[0].clone()),
+            other => Err(format!("{query}: {other:?}\n{}", prom.process.tail())),
+        }
+    })
+    .await
 }
 
 /// One simulated replica of the model, measured by llmprobe (it sheds above
@@ -306,17 +334,19 @@ targets:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn autoscaling_queries_return_the_replicas_needed_on_a_real_prometheus() {
     let llmprobe = Daemon::start(write_config(&llmprobe_config())).await;
-    let engine = support::server::serve(
-        Router::new().route("/metrics", get(|| async { vllm_exposition() })),
-    )
+    let engine = support::server::serve(Router::new().route("/metrics", {
+        let since = std::time::Instant::now();
+        get(move || async move { vllm_exposition(since) })
+    }))
     .await;
 
     let dir = ScratchDir::new("autoscaling");
-    std::fs::copy(
-        repo().join("deploy/prometheus/recording.yml"),
-        dir.join("recording.yml"),
-    )
-    .unwrap();
+    // The shipped rules, their 2-minute rate windows cut to 10 s: a rate
+    // over a series younger than its window reads low (Prometheus divides
+    // by the window), and this Prometheus lives for seconds.
+    let rules = read("deploy/prometheus/recording.yml");
+    assert!(rules.contains("[2m]"), "the arrival rate's window");
+    std::fs::write(dir.join("recording.yml"), rules.replace("[2m]", "[10s]")).unwrap();
     let config = format!(
         r#"
 global: {{scrape_interval: 1s, evaluation_interval: 1s}}
@@ -343,19 +373,12 @@ scrape_configs:
     let values = yaml(ADAPTER);
     let adapter = adapter_query(adapter_rule(&values), &yaml(HPA));
 
-    // Once llmprobe's first sweep is scraped and the rules evaluated.
-    let needed = wait::poll(
-        "the replicas needed in Prometheus",
-        Duration::from_secs(90),
-        || async {
-            prom.process.assert_running();
-            match prom.query(&keda_query).await {
-                Ok(r) if r.len() == 1 => Ok(r[0].clone()),
-                other => Err(format!("{keda_query}: {other:?}\n{}", prom.process.tail())),
-            }
-        },
-    )
-    .await;
+    // Once llmprobe's first sweep is scraped and the rules evaluated: the
+    // replicas the concurrency needs.
+    let selector = format!("{{namespace=\"{NAMESPACE}\", model=\"{MODEL}\"}}");
+    let by_concurrency =
+        format!("namespace_model:llmprobe_replicas_needed_by_concurrency:ratio{selector}");
+    let concurrency_needs = one_series(&prom, &by_concurrency).await;
     let value = |s: &serde_json::Value| -> f64 { s["value"][1].as_str().unwrap().parse().unwrap() };
 
     let recommended = prom
@@ -369,18 +392,51 @@ scrape_configs:
     assert_eq!(demand, 11);
     let expected = f64::from(demand) / recommended;
     assert!(
-        (value(&needed) - expected).abs() < 1e-9,
-        "KEDA's query: {needed} should be {demand} / {recommended}"
+        (value(&concurrency_needs) - expected).abs() < 1e-9,
+        "{by_concurrency}: {concurrency_needs} should be {demand} / {recommended}"
+    );
+    assert_eq!(concurrency_needs["metric"]["model"], MODEL);
+    assert_eq!(concurrency_needs["metric"]["namespace"], NAMESPACE);
+
+    // Once the sustained rate is measured too: the replicas the arrivals
+    // need, 200 req/s over what one replica sustains.
+    let by_rate = format!("namespace_model:llmprobe_replicas_needed_by_rate:ratio{selector}");
+    one_series(&prom, &by_rate).await;
+    let sustained = prom
+        .scalar(&format!(
+            "model:llmprobe_capacity_sustained_requests_per_second:min{{model=\"{MODEL}\"}}"
+        ))
+        .await
+        .expect("the sustained rate");
+    // Once the pods' counters are older than the rate's window.
+    let arriving = format!("namespace_model:vllm_requests_arriving:rate2m{selector}");
+    let arrivals = wait::poll(&arriving, Duration::from_secs(60), || async {
+        match prom.scalar(&arriving).await {
+            Some(a) if (a / ARRIVALS - 1.0).abs() < 0.05 => Ok(a),
+            other => Err(format!("{other:?} req/s, the pods take {ARRIVALS}")),
+        }
+    })
+    .await;
+    let rate_needs = value(&one_series(&prom, &by_rate).await);
+    assert!(
+        (rate_needs * sustained / arrivals - 1.0).abs() < 0.05,
+        "{by_rate}: {rate_needs} should be {arrivals} / {sustained}"
+    );
+
+    // What KEDA and the HPA read: the larger of the two (the arrival rate
+    // moves a little between evaluations, hence the tolerance).
+    let larger = expected.max(rate_needs);
+    let needed = one_series(&prom, &keda_query).await;
+    assert!(
+        (value(&needed) / larger - 1.0).abs() < 0.02,
+        "KEDA's query: {needed} should be the larger of {expected} and {rate_needs}"
     );
     assert_eq!(needed["metric"]["model"], MODEL);
     assert_eq!(needed["metric"]["namespace"], NAMESPACE);
-    // 11 / 3 = 3.67: KEDA (threshold 1) and the HPA (averageValue 1) want 4.
-    assert_eq!(value(&needed).ceil(), 4.0);
-
     let through_adapter = prom.query(&adapter).await.unwrap();
     assert_eq!(through_adapter.len(), 1, "{adapter}: {through_adapter:?}");
     assert!(
-        (value(&through_adapter[0]) - expected).abs() < 1e-9,
+        (value(&through_adapter[0]) / larger - 1.0).abs() < 0.02,
         "{adapter}: {through_adapter:?}"
     );
 
