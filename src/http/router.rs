@@ -27,6 +27,7 @@ use crate::faces::html::page;
 use crate::faces::html::settings::TargetSettings;
 use crate::http::reloads::ReloadGate;
 use crate::metrics::{Metrics, TEXT_CONTENT_TYPE};
+use crate::stats::report::WorkloadReport;
 use crate::stats::status::TargetStatus;
 
 /// How long `POST /-/reload` waits for the reload to finish before answering
@@ -278,56 +279,105 @@ fn render_index(targets: &[TargetStatus], now: SystemTime, ready: bool) -> Strin
     if targets.is_empty() {
         page.push_str("<p>No targets configured.</p>\n");
     } else {
+        // One row per target; the reports live on each target's page, so
+        // the page grows by a row (under INDEX_BYTES_PER_TARGET) a target.
         page.push_str(
-            "<div class=\"scroll\"><table>\n<tr><th>target</th><th>model</th><th>state</th><th>knee</th><th>last probe</th><th>last measured</th><th>last error</th></tr>\n",
+            "<div class=\"scroll\"><table>\n<tr><th>target</th><th>model</th><th>health</th>\
+             <th>knee</th><th>max_in_flight</th><th>limit</th><th>sustained</th>\
+             <th>last probe</th><th>last measured</th><th>last error</th></tr>\n",
         );
         let now_unix = now
             .duration_since(UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
         for t in targets {
-            let (class, state) = t.state();
+            let (class, health) = t.health(now_unix);
             // No probe yet: an empty cell, not an empty badge.
             let probe = match t.probe_line(now_unix) {
                 (_, line) if line.is_empty() => String::new(),
                 (class, line) => format!("<span class=\"badge {class}\">{}</span>", escape(&line)),
             };
+            let c = Columns::of(t);
             let _ = writeln!(
                 page,
-                "<tr><td><a href=\"/targets/{}\">{}</a></td><td>{}</td><td><span class=\"badge {class}\">{}</span></td><td>{}</td><td>{probe}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td><a href=\"/targets/{}\">{}</a></td><td>{}</td><td><span class=\"badge {class}\">{}</span></td>\
+                 <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{probe}</td><td>{}</td><td>{}</td></tr>",
                 path_segment(&t.name),
                 escape(&t.name),
                 escape(&t.model),
-                escape(&state),
-                escape(&knees(t)),
+                escape(&health),
+                escape(&c.knee),
+                escape(&c.max_in_flight),
+                escape(&c.limit),
+                escape(&c.sustained),
                 escape(&last_measured(t.last_success_unix, now)),
-                escape(t.last_error.as_deref().unwrap_or("")),
+                escape(&cut(t.last_error.as_deref().unwrap_or(""), LAST_ERROR_CHARS)),
             );
         }
         page.push_str("</table></div>\n");
-        for (i, t) in targets.iter().enumerate() {
-            page.push_str(&sweep_section(t, &format!("target-{i}")));
-        }
     }
     page::document("llmprobe", &page)
 }
 
-/// Each workload's knee and recommended max_in_flight from the latest
-/// sweep that measured them ("short-chat 8 (max_in_flight 7)"), "" before.
-fn knees(t: &TargetStatus) -> String {
-    let Some(r) = t.report.as_deref().filter(|r| r.success) else {
-        return String::new();
-    };
-    r.workloads
-        .iter()
-        .map(|w| {
-            let c = &w.capacity;
-            format!(
-                "{} {} (max_in_flight {})",
-                w.workload, c.knee_concurrency, c.recommended_max_in_flight
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+/// Bytes the index page grows by per target, at most (its row; the
+/// reports are on `/targets/NAME`): docs/operating.md states it.
+pub const INDEX_BYTES_PER_TARGET: usize = 2048;
+/// Characters of the last error the index row shows (the target's page
+/// shows it whole).
+const LAST_ERROR_CHARS: usize = 300;
+
+/// `s`, cut to `max` characters with an ellipsis.
+fn cut(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &s[..at]),
+        None => s.to_string(),
+    }
+}
+
+/// The capacity cells of a target's index row, from the latest sweep that
+/// measured them: one value per workload, named when there are several.
+#[derive(Default)]
+struct Columns {
+    knee: String,
+    max_in_flight: String,
+    limit: String,
+    sustained: String,
+}
+
+impl Columns {
+    fn of(t: &TargetStatus) -> Columns {
+        let Some(r) = t.report.as_deref().filter(|r| r.success) else {
+            return Columns::default();
+        };
+        let named = r.workloads.len() > 1;
+        let join = |cell: &dyn Fn(&WorkloadReport) -> String| {
+            r.workloads
+                .iter()
+                .map(|w| {
+                    if named {
+                        format!("{} {}", w.workload, cell(w))
+                    } else {
+                        cell(w)
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let sustained = |w: &WorkloadReport| match w
+            .capacity
+            .sustained
+            .as_ref()
+            .and_then(|s| s.requests_per_second)
+        {
+            Some(rate) => format!("{rate:.2} req/s"),
+            None => "-".to_string(),
+        };
+        Columns {
+            knee: join(&|w| w.capacity.knee_concurrency.to_string()),
+            max_in_flight: join(&|w| w.capacity.recommended_max_in_flight.to_string()),
+            limit: join(&|w| w.capacity.limit.map_or("-", |l| l.as_str()).to_string()),
+            sustained: join(&sustained),
+        }
+    }
 }
 
 /// "2024-01-01T00:00:00Z (5m 3s ago)", or "never".
@@ -386,6 +436,7 @@ mod tests {
                 report: None,
                 target: None,
                 probe: None,
+                interval: None,
             }]
         });
         let dead_loops = DeadLoops::default();
@@ -636,6 +687,7 @@ mod tests {
                 capacity: Capacity {
                     knee_concurrency: 8,
                     recommended_max_in_flight: 7,
+                    limit: Some(crate::stats::report::Limit::Shed),
                     ..Capacity::default()
                 },
             }],
@@ -645,7 +697,10 @@ mod tests {
             1_700_000_295.0,
         );
         let page = render_index(std::slice::from_ref(&t), now, true);
-        assert!(page.contains("<td>chat 8 (max_in_flight 7)</td>"), "{page}");
+        assert!(
+            page.contains("<span class=\"badge ok\">ok</span></td><td>8</td><td>7</td><td>shed</td><td>-</td>"),
+            "{page}"
+        );
         assert!(
             page.contains("<span class=\"badge ok\">ok (TTFT 23 ms, 5s ago)</span>"),
             "{page}"
@@ -659,6 +714,79 @@ mod tests {
             page.contains("<span class=\"badge failed\">failing: connect_error (1s ago)</span>"),
             "{page}"
         );
+        // Swept 300 s ago with a 60 s interval: 3 intervals and more.
+        t.interval = Some(Duration::from_secs(60));
+        let page = render_index(std::slice::from_ref(&t), now, true);
+        assert!(
+            page.contains("<span class=\"badge stale\">stale (last: ok)</span>"),
+            "{page}"
+        );
+        t.interval = Some(Duration::from_secs(120));
+        let page = render_index(std::slice::from_ref(&t), now, true);
+        assert!(
+            page.contains("<span class=\"badge ok\">ok</span>"),
+            "{page}"
+        );
+    }
+
+    #[test]
+    fn the_index_grows_by_a_row_a_target_whatever_the_reports_hold() {
+        use crate::stats::report::{Capacity, LevelSummary, SweepReport, WorkloadReport};
+        let now = UNIX_EPOCH + Duration::from_secs(1_700_000_300);
+        // A report with three workloads of 12 levels each and a long error.
+        let report = SweepReport {
+            target: String::new(),
+            kind: Default::default(),
+            model: "m".into(),
+            success: true,
+            error: None,
+            setup_error: None,
+            duration_seconds: 1.0,
+            finished_at_unix_seconds: 1_700_000_000.0,
+            setup: Default::default(),
+            output_limit: Default::default(),
+            server_metrics: Default::default(),
+            workloads: ["short-chat", "long-documents", "rag"]
+                .iter()
+                .map(|w| WorkloadReport {
+                    workload: w.to_string(),
+                    levels: (0..12)
+                        .map(|i| LevelSummary {
+                            concurrency: 1 << (i % 8),
+                            ..LevelSummary::default()
+                        })
+                        .collect(),
+                    skipped_levels: Vec::new(),
+                    carried_levels: Vec::new(),
+                    capacity: Capacity {
+                        knee_concurrency: 128,
+                        recommended_max_in_flight: 115,
+                        ..Capacity::default()
+                    },
+                })
+                .collect(),
+        };
+        let statuses = |n: usize| -> Vec<TargetStatus> {
+            (0..n)
+                .map(|i| {
+                    let name = format!("worker-{i:04}-of-a-long-fleet-name");
+                    let mut t = TargetStatus::new(&name, "Qwen/Qwen3-30B-A3B-Instruct-2507");
+                    let mut r = report.clone();
+                    r.target = name;
+                    t.record(&r);
+                    t.last_error = Some("x".repeat(5000));
+                    t
+                })
+                .collect()
+        };
+        let one = render_index(&statuses(1), now, true).len();
+        let hundred = render_index(&statuses(101), now, true).len();
+        let per_target = (hundred - one) / 100;
+        assert!(
+            per_target <= INDEX_BYTES_PER_TARGET,
+            "{per_target} bytes a target"
+        );
+        assert!(!render_index(&statuses(3), now, true).contains("<svg"));
     }
 
     #[test]

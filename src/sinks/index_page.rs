@@ -33,8 +33,11 @@ impl IndexPage {
 }
 
 impl Sink for IndexPage {
-    fn target_configured(&self, target: &Arc<Target>, _schedule: &Schedule) {
-        self.entry(target, |s| s.target = Some(target.clone()));
+    fn target_configured(&self, target: &Arc<Target>, schedule: &Schedule) {
+        self.entry(target, |s| {
+            s.target = Some(target.clone());
+            s.interval = Some(schedule.interval);
+        });
     }
 
     fn target_announced(&self, target: &Target) {

@@ -1,6 +1,7 @@
 //! Where a target stands, for the index page: its latest sweep, kept whole.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::config::Target;
 use crate::stats::probe::ProbeResult;
@@ -36,7 +37,13 @@ pub struct TargetStatus {
     pub target: Option<Arc<Target>>,
     /// The last probe between sweeps, if any was sent.
     pub probe: Option<ProbeSeen>,
+    /// The loop's interval between sweeps, once the target is configured.
+    pub interval: Option<Duration>,
 }
+
+/// Sweep intervals without a sweep after which a target is stale (as
+/// `LlmprobeSweepStale` and the overview dashboard count).
+pub const STALE_AFTER_INTERVALS: f64 = 3.0;
 
 impl TargetStatus {
     /// Where the target stands, in a word or two: "not measured yet", "ok",
@@ -49,6 +56,21 @@ impl TargetStatus {
                 Some(e) => ("failed", format!("setup error: {}", e.cause.as_str())),
                 None => ("failed", "sweep failed".to_string()),
             },
+        }
+    }
+
+    /// [`TargetStatus::state`], or "stale" when no sweep has ended for
+    /// [`STALE_AFTER_INTERVALS`] intervals (the last one kept below it).
+    pub fn health(&self, now_unix: f64) -> (&'static str, String) {
+        let last = self.report.as_deref().map(|r| r.finished_at_unix_seconds);
+        match (last, self.interval) {
+            (Some(at), Some(every))
+                if now_unix - at > STALE_AFTER_INTERVALS * every.as_secs_f64() =>
+            {
+                let (_, state) = self.state();
+                ("stale", format!("stale (last: {state})"))
+            }
+            _ => self.state(),
         }
     }
 

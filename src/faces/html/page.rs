@@ -37,6 +37,7 @@ border-radius:10px;padding:16px 20px 18px;margin:16px 0}
 .badge{font-size:12px;font-weight:600;border-radius:10px;padding:1px 9px}
 .badge.ok{background:#e6f4ea;color:#17663a}
 .badge.failed{background:#fde8e8;color:#a11d1d}
+.badge.stale{background:#eeeeee;color:#555555}
 .error{color:#a11d1d;margin:6px 0}
 .facts{display:grid;grid-template-columns:repeat(auto-fit,minmax(330px,1fr));gap:0 28px;margin:10px 0 0}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:0;align-content:start}
