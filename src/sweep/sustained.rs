@@ -221,6 +221,9 @@ pub(crate) async fn search(
             |s| s.wrapping_add(out.steps.len() as u64),
         );
         let times = arrivals::schedule(settings.arrivals, rate, total as usize, seed);
+        run.env
+            .observer
+            .step_started(target, &run.requests.workload, rate, total);
         let tally = target.early_stop.then(|| {
             Tally::new(
                 counted,
