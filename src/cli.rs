@@ -28,7 +28,9 @@ pub enum Command {
     /// Run the daemon: scheduled sweeps, /metrics for Prometheus.
     Run,
     /// Run one sweep of each target now and print the results; exit 2 when a
-    /// sweep failed, 3 when a setup mistake (key, model, URL, TLS, DNS) stopped one.
+    /// sweep failed, 3 when a setup mistake (key, model, URL, TLS, DNS) stopped one,
+    /// 130 when Ctrl-C stopped it (what was measured is printed, marked partial).
+    /// A progress display goes to stderr when it is a terminal.
     Sweep {
         /// Only these targets (repeatable).
         #[arg(long = "target")]

@@ -118,7 +118,9 @@ const EXIT_SETUP_ERROR: u8 = 3;
 /// gateway pair measured once, the results written as `format`; exit 3
 /// when a setup mistake stopped a sweep (one line each on standard error),
 /// else 2 when a sweep or a pair failed. With `state`, each target starts
-/// from the daemon's saved state there (read only).
+/// from the daemon's saved state there (read only). Ctrl-C ends the sweep
+/// under way: what was measured is written, marked partial, and the exit
+/// status is 130.
 async fn sweep(
     path: &Path,
     targets: &[String],
@@ -134,21 +136,35 @@ async fn sweep(
         }
     };
     say_proxies(&config, targets);
-    let show_progress = progress::wanted();
-    let observer: Arc<dyn Observer> = if show_progress {
-        Arc::new(Progress)
-    } else {
-        Arc::new(NoObserver)
+    let stop = CancellationToken::new();
+    signals::interrupt(stop.clone()).map_err(|e| anyhow::anyhow!("cannot handle Ctrl-C: {e}"))?;
+    let progress = progress::wanted().then(|| Arc::new(Progress::start()));
+    let observer: Arc<dyn Observer> = match &progress {
+        Some(p) => p.clone(),
+        None => Arc::new(NoObserver),
     };
-    let reports = schedule::once::sweep_from(&config, targets, observer.clone(), state)
+    // The display says at once that Ctrl-C was heard: ending the requests
+    // in flight can take a few seconds.
+    let heard = progress.clone().map(|p| {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            stop.cancelled().await;
+            p.interrupted();
+        })
+    });
+    let reports = schedule::once::sweep_from(&config, targets, observer.clone(), state, &stop)
         .await
         .map_err(anyhow::Error::msg)?;
-    let pairs = schedule::once::measure_pairs(&config, targets, observer)
+    let pairs = schedule::once::measure_pairs_until(&config, targets, observer, &stop)
         .await
         .map_err(anyhow::Error::msg)?;
-    if show_progress {
-        Progress.done();
+    if let Some(h) = heard {
+        h.abort();
     }
+    if let Some(p) = &progress {
+        p.done();
+    }
+    let interrupted = stop.is_cancelled();
     let all_ok = reports.iter().all(|r| r.success) && pairs.iter().all(|p| p.success);
     let mut setup_errors = false;
     for (r, e) in reports
@@ -158,10 +174,16 @@ async fn sweep(
         eprintln!("{}: {}", r.target, e.message);
         setup_errors = true;
     }
-    let doc = Document::new(reports, pairs);
+    let mut doc = Document::new(reports, pairs);
+    doc.partial = interrupted;
     let text = match format {
         Format::Table => format!(
-            "{}{}",
+            "{}{}{}",
+            if interrupted {
+                format!("{}\n\n", text::PARTIAL)
+            } else {
+                String::new()
+            },
             text::table(&doc.targets),
             pairs::pairs_table(&doc.gateway_pairs)
         ),
@@ -172,7 +194,10 @@ async fn sweep(
         }
     };
     emit(&text, output)?;
-    Ok(if setup_errors {
+    Ok(if interrupted {
+        eprintln!("llmprobe: interrupted: the report holds what was measured before Ctrl-C");
+        ExitCode::from(signals::EXIT_INTERRUPTED)
+    } else if setup_errors {
         ExitCode::from(EXIT_SETUP_ERROR)
     } else if all_ok {
         ExitCode::SUCCESS

@@ -17,6 +17,11 @@ pub struct Document {
     pub format_version: u32,
     /// Version of llmprobe that wrote it.
     pub llmprobe_version: String,
+    /// True when Ctrl-C stopped the sweep: the reports hold only what was
+    /// measured by then (absent, so false, in documents written before it).
+    // Added without a version bump: readers of version 1 ignore unknown keys.
+    #[serde(default)]
+    pub partial: bool,
     /// One report per target.
     pub targets: Vec<SweepReport>,
     /// Gateway pairs (absent from documents written before pairs existed).
@@ -31,6 +36,7 @@ impl Document {
         Document {
             format_version: JSON_FORMAT_VERSION,
             llmprobe_version: env!("CARGO_PKG_VERSION").to_string(),
+            partial: false,
             targets,
             gateway_pairs,
         }
@@ -68,4 +74,20 @@ pub fn json_with_pairs(reports: &[SweepReport], pairs: &[PairReport]) -> String 
 /// The reports as one JSON document (no gateway pairs).
 pub fn json(reports: &[SweepReport]) -> String {
     json_with_pairs(reports, &[])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partial_is_written_and_read_back_and_absent_reads_as_whole() {
+        let mut doc = Document::new(vec![], vec![]);
+        assert!(doc.to_json().contains("\"partial\": false"));
+        doc.partial = true;
+        assert!(Document::read(&doc.to_json()).unwrap().partial);
+        // A document written before the field.
+        let old = r#"{"format_version": 1, "llmprobe_version": "0.1.0", "targets": []}"#;
+        assert!(!Document::read(old).unwrap().partial);
+    }
 }

@@ -2,7 +2,7 @@
 //! sweeps' table, and the phrases the HTML page shares), `pairs` (the
 //! gateway pairs' table), `json` (the one JSON
 //! document, written and read back), `html` (the report page), `progress`
-//! (the line on stderr during a one-shot sweep), `signals` (the engine's
+//! (the display on stderr during a one-shot sweep), `signals` (the engine's
 //! signals and the limit in words), `explain` (what
 //! `check-config` prints), `online` (what `check-config --online` adds).
 

@@ -1,7 +1,8 @@
 //! The one-shot path of `llmprobe sweep`: every selected target swept once,
 //! then every selected gateway pair measured once, one after the other,
 //! reached and measured as one round of their daemon loop ([`super::job`])
-//! does, with nothing to cancel them but the process's end.
+//! does, until a cancel token (Ctrl-C) stops them: what was measured by
+//! then is returned, and nothing more is started.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -27,18 +28,20 @@ pub async fn sweep(
     only: &[String],
     observer: Arc<dyn Observer>,
 ) -> Result<Vec<SweepReport>, String> {
-    sweep_from(config, only, observer, None).await
+    sweep_from(config, only, observer, None, &CancellationToken::new()).await
 }
 
 /// [`sweep`], each target starting from what the daemon saved of it in
 /// `state` (`llmprobe sweep --state DIR`): its pooled evidence, carried
 /// levels and output-limit field; read, never written. The climb is full
-/// all the same: a one-shot report shows every level.
+/// all the same: a one-shot report shows every level. Once `cancel` fires,
+/// the sweep under way ends with what it measured, and no other starts.
 pub async fn sweep_from(
     config: &Config,
     only: &[String],
     observer: Arc<dyn Observer>,
     state: Option<&Path>,
+    cancel: &CancellationToken,
 ) -> Result<Vec<SweepReport>, String> {
     let state = state.map(StateDir::reader);
     let config = &fleet::view_once(config);
@@ -50,14 +53,21 @@ pub async fn sweep_from(
             ));
         }
     }
-    let env = env(config, observer)?;
+    let env = env(config, observer.clone(), cancel)?;
     let mut reports = Vec::new();
     for target in &config.targets {
         if !only.is_empty() && !only.contains(&target.name) {
             continue;
         }
+        if cancel.is_cancelled() {
+            break;
+        }
+        observer.sweep_started(target);
         let job = Job::Target(target.clone());
-        let reached = job.reach().await?;
+        let reached = tokio::select! {
+            reached = job.reach() => reached?,
+            _ = cancel.cancelled() => break,
+        };
         let mut memory = state
             .as_ref()
             .and_then(|s| s.load(target, config.schedule.interval, state::unix_now()))
@@ -83,9 +93,23 @@ pub async fn measure_pairs(
     only: &[String],
     observer: Arc<dyn Observer>,
 ) -> Result<Vec<PairReport>, String> {
-    let env = env(config, observer.clone())?;
+    measure_pairs_until(config, only, observer, &CancellationToken::new()).await
+}
+
+/// [`measure_pairs`] until `cancel` fires: the pair under way ends with
+/// what it measured, and no other starts.
+pub async fn measure_pairs_until(
+    config: &Config,
+    only: &[String],
+    observer: Arc<dyn Observer>,
+    cancel: &CancellationToken,
+) -> Result<Vec<PairReport>, String> {
+    let env = env(config, observer.clone(), cancel)?;
     let mut reports = Vec::new();
     for pair in &config.gateway_pairs {
+        if cancel.is_cancelled() {
+            break;
+        }
         let selected = |name: &String| only.is_empty() || only.contains(name);
         if !selected(&pair.direct) || !selected(&pair.through) {
             continue;
@@ -99,7 +123,10 @@ pub async fn measure_pairs(
             direct: direct.clone(),
             through: through.clone(),
         };
-        let reached = job.reach().await?;
+        let reached = tokio::select! {
+            reached = job.reach() => reached?,
+            _ = cancel.cancelled() => break,
+        };
         let measured = reached
             .measure(&env, config.schedule.sweep_timeout, Default::default())
             .await;
@@ -109,12 +136,16 @@ pub async fn measure_pairs(
 }
 
 /// The environment of a one-shot sweep: the configuration's clients and
-/// global cap, and a cancel token nobody fires.
-fn env(config: &Config, observer: Arc<dyn Observer>) -> Result<SweepEnv, String> {
+/// global cap, cancelled with `cancel`.
+fn env(
+    config: &Config,
+    observer: Arc<dyn Observer>,
+    cancel: &CancellationToken,
+) -> Result<SweepEnv, String> {
     Ok(SweepEnv::new(
         Clients::of(config)?,
         config.schedule.max_in_flight_total,
-        CancellationToken::new(),
+        cancel.child_token(),
         observer,
     ))
 }

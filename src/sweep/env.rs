@@ -12,7 +12,7 @@ use crate::stats::report::LevelSummary;
 use crate::stats::sample::Sample;
 
 /// Receives what a sweep does as it happens: the daemon's loops forward it
-/// to the sinks, the one-shot sweep draws its progress line.
+/// to the sinks, the one-shot sweep draws its progress display.
 pub trait Observer: Send + Sync {
     /// A measured (counted) request, sent with `concurrency` requests kept
     /// in flight (None: an open-loop step).
@@ -24,7 +24,19 @@ pub trait Observer: Send + Sync {
         _concurrency: Option<u32>,
     ) {
     }
-    /// A level is about to start.
+    /// A request answered but not counted (a warm-up request, one of an
+    /// open-loop step's first arrivals): what a progress display counts too.
+    fn uncounted(&self, _target: &Target, _workload: &Workload) {}
+    /// A one-shot sweep of `target` is about to start, before its server is
+    /// reached (a progress display shows it from the first second).
+    fn sweep_started(&self, _target: &Target) {}
+    /// A workload's warm-up of `requests` uncounted requests is about to start.
+    fn warmup_started(&self, _target: &Target, _workload: &Workload, _requests: u64) {}
+    /// An open-loop step of the sustained-rate search is about to send
+    /// `requests` arrivals at `rate` per second.
+    fn step_started(&self, _target: &Target, _workload: &Workload, _rate: f64, _requests: u64) {}
+    /// A level is about to start: told before it waits for its places in
+    /// the global cap and opens its connections.
     fn level_started(
         &self,
         _target: &Target,

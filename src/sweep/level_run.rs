@@ -42,13 +42,18 @@ pub(super) async fn measure(
     let target = &run.requests.target;
     let workload = &run.requests.workload;
     let unbounded = || run.watch.as_ref().and_then(|w| w.unbounded());
+    let n = target
+        .requests_per_level
+        .count(concurrency, target.min_requests_per_level);
+    // Told before the wait for places and the pool: a level is under way
+    // (for the progress display) from the moment the climb moves to it.
+    run.env
+        .observer
+        .level_started(target, workload, concurrency, n);
     let places = run
         .hold_places(concurrency, target.request_timeout)
         .await
         .map_err(Stop::Places)?;
-    let n = target
-        .requests_per_level
-        .count(concurrency, target.min_requests_per_level);
     // The pool holds `concurrency` open connections before anything is
     // counted: a connection opened during the level would count its
     // handshake as latency.
@@ -57,9 +62,6 @@ pub(super) async fn measure(
     if let Some(why) = unbounded() {
         return Err(Stop::Unbounded(why, FoundIn::Pool));
     }
-    run.env
-        .observer
-        .level_started(target, workload, concurrency, n);
     let reading = server.map(signals::Watch::start);
     let lag = LagWatch::start();
     let judged = judge_level(run, target, concurrency, n, pooled).await;

@@ -401,6 +401,9 @@ async fn run_workload(
     let mut first = setup_check::First::new(setup);
     if target.warmup_requests > 0 {
         let c = target.warmup_requests.min(first_level.max(1));
+        run.env
+            .observer
+            .warmup_started(&target, &workload, u64::from(target.warmup_requests));
         if let Ok(places) = run.hold_places(c, target.request_timeout).await {
             let warm = run
                 .level(c, u64::from(target.warmup_requests), Pass::Warm, None)

@@ -145,6 +145,8 @@ impl Requests {
         if counted {
             env.observer
                 .request(&self.target, &self.workload, &sample, concurrency);
+        } else if !pool {
+            env.observer.uncounted(&self.target, &self.workload);
         }
         Placed {
             sample,

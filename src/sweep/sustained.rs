@@ -336,6 +336,9 @@ async fn send_step(
         .seed
         .map_or_else(|| fastrand::u64(..), |s| s.wrapping_add(index as u64));
     let times = arrivals::schedule(settings.arrivals, rate, total as usize, seed);
+    run.env
+        .observer
+        .step_started(target, &run.requests.workload, rate, total);
     let tally = target.early_stop.then(|| {
         Tally::new(
             counted,

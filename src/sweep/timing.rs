@@ -41,7 +41,7 @@ impl Ending {
         if self.limit_hit.load(Ordering::SeqCst) {
             self.time_limit_text()
         } else {
-            "sweep cancelled (shutdown or reload)".to_string()
+            "sweep cancelled (Ctrl-C, shutdown or reload)".to_string()
         }
     }
 }

@@ -9,7 +9,8 @@
 //!   client certificates, server TLS configurations);
 //! - llmprobe itself: `config` (configs written, loaded and rendered),
 //!   `sweep` (one sweep in-process), `daemon` (in-process), `binary` (the
-//!   real binary, one-shot or `run`);
+//!   real binary, one-shot or `run`), `terminal` (a command in a
+//!   pseudo-terminal, as a person at a terminal runs it);
 //! - the tools around it: `process` (child processes with logs), `wait`
 //!   (bounded polling), `promtool`, `prometheus` (a real server and its
 //!   API), `alertmanager` (a real server and amtool), `nginx` (a real
@@ -40,6 +41,7 @@ pub mod reports;
 pub mod server;
 pub mod sim;
 pub mod sweep;
+pub mod terminal;
 pub mod tls;
 pub mod wait;
 pub mod yaml;

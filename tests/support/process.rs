@@ -79,6 +79,11 @@ impl Process {
             .status();
     }
 
+    /// Sends SIGINT, as Ctrl-C at a terminal does.
+    pub fn interrupt(&self) {
+        interrupt(self.id());
+    }
+
     /// Waits at most `limit` for the process to exit.
     pub fn wait_exit(&self, limit: Duration) -> Option<ExitStatus> {
         let deadline = Instant::now() + limit;
@@ -106,6 +111,14 @@ impl Drop for Process {
             let _ = child.wait();
         }
     }
+}
+
+/// Sends SIGINT to process `pid` (Ctrl-C), through kill(1) as
+/// [`Process::terminate`] does.
+pub fn interrupt(pid: u32) {
+    let _ = Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status();
 }
 
 /// The last `n` bytes of `text`, cut at a character boundary.

@@ -30,6 +30,10 @@ pub struct Behavior {
     pub shed_above: Option<usize>,
     /// Answer 200 with an HTML page instead of a stream.
     pub garbage: bool,
+    /// Hold a request that finds more than this many in flight: its
+    /// headers are sent, then nothing until the client goes away (a sweep
+    /// stuck in a level, deterministically, for as long as a test needs).
+    pub hold_above: Option<usize>,
 }
 
 impl Default for Behavior {
@@ -41,6 +45,7 @@ impl Default for Behavior {
             usage: true,
             shed_above: None,
             garbage: false,
+            hold_above: None,
         }
     }
 }
@@ -56,6 +61,8 @@ pub struct Seen {
     pub requests: AtomicUsize,
     /// Requests answered 503.
     pub shed: AtomicUsize,
+    /// Requests held (`Behavior::hold_above`).
+    pub held: AtomicUsize,
     /// Value served on GET /metrics as `busy_requests`, for the idle gate.
     pub busy: AtomicUsize,
     /// Each answered stream as the server timed it.
@@ -116,6 +123,11 @@ impl TestServer {
         self.seen.in_flight.load(Ordering::SeqCst)
     }
 
+    /// How many requests it held so far (`Behavior::hold_above`).
+    pub fn held(&self) -> usize {
+        self.seen.held.load(Ordering::SeqCst)
+    }
+
     /// The most requests it answered at once.
     pub fn max_in_flight(&self) -> usize {
         self.seen.max_in_flight.load(Ordering::SeqCst)
@@ -169,6 +181,19 @@ async fn completions(
             .status(StatusCode::SERVICE_UNAVAILABLE)
             .header("retry-after", "1")
             .body(Body::from("{\"error\":{\"message\":\"overloaded\"}}"))
+            .unwrap();
+    }
+    if b.hold_above.is_some_and(|n| now > n) {
+        seen.held.fetch_add(1, Ordering::SeqCst);
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, Infallible>>(1);
+        tokio::spawn(async move {
+            tx.closed().await;
+            drop(guard);
+        });
+        return Response::builder()
+            .status(200)
+            .header("content-type", "text/event-stream")
+            .body(Body::from_stream(tokio_stream_from(rx)))
             .unwrap();
     }
     if b.garbage {

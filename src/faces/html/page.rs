@@ -14,7 +14,7 @@ use crate::faces::json::Document;
 use crate::faces::{signals, text};
 use crate::stats::pair_report::PairReport;
 use crate::stats::quantity::{Quantity, Reading};
-use crate::stats::report::{LevelRole, LevelSummary, SweepReport, WorkloadReport};
+use crate::stats::report::{LevelRole, LevelSummary, Percentiles, SweepReport, WorkloadReport};
 
 /// The page's only style sheet, inline so that the file opens anywhere.
 pub const STYLE: &str = r#"
@@ -39,6 +39,8 @@ border-radius:10px;padding:16px 20px 18px;margin:16px 0}
 .badge.failed{background:#fde8e8;color:#a11d1d}
 .badge.stale{background:#eeeeee;color:#555555}
 .error{color:#a11d1d;margin:6px 0}
+.partial{background:#fff7e0;border:1px solid #e8c66a;color:#7a5300;border-radius:8px;
+padding:8px 14px;margin:10px 0;font-weight:600}
 .facts{display:grid;grid-template-columns:repeat(auto-fit,minmax(330px,1fr));gap:0 28px;margin:10px 0 0}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:0;align-content:start}
 dt{color:var(--muted)}
@@ -133,6 +135,9 @@ pub fn report(results: &Document, settings: &Settings) -> String {
             "<p class=\"sub\">The configuration is not part of the JSON document: \
              pass <code>--config FILE</code> to show it and the SLO limits on the charts.</p>\n",
         );
+    }
+    if results.partial {
+        let _ = writeln!(body, "<p class=\"partial\">{}</p>", escape(text::PARTIAL));
     }
     body.push_str("</header>\n");
     for (i, t) in results.targets.iter().enumerate() {
@@ -404,16 +409,20 @@ fn verdict(w: &WorkloadReport) -> String {
     out
 }
 
-/// The samples each level's figures rest on.
+/// Each level's figures with the samples they rest on: TTFT, latency and
+/// throughput, each with its count (a p95 of 6 samples reads as such),
+/// then the counts behind the other quantities the charts draw.
 fn counts_table(levels: &[LevelSummary]) -> String {
-    // The sample count of every quantity of the list read as percentiles.
+    // The quantities read as percentiles; TTFT and latency have their
+    // values in the table, the others only their counts.
     let counted: Vec<Quantity> = Quantity::ALL
         .into_iter()
-        .filter(|q| q.has_percentiles())
+        .filter(|q| q.has_percentiles() && !matches!(q, Quantity::Ttft | Quantity::Latency))
         .collect();
     let mut out = String::from(
         "<div class=\"scroll\"><table class=\"counts\">\n<thead><tr><th>concurrency</th><th>requests</th>\
-         <th>ok</th><th>shed</th><th>errors</th>",
+         <th>ok</th><th>shed</th><th>errors</th><th>TTFT p50 / p95 (samples)</th>\
+         <th>latency p50 / p95 (samples)</th><th>throughput (requests)</th>",
     );
     for q in &counted {
         let _ = write!(out, "<th>{} samples</th>", q.spec().label.replace('_', " "));
@@ -422,18 +431,22 @@ fn counts_table(levels: &[LevelSummary]) -> String {
         "<th>output tokens</th><th>wall</th><th>tokens from</th><th>within SLO</th></tr></thead>\n<tbody>\n",
     );
     for l in levels {
+        let ok = l.count(crate::stats::sample::Outcome::Ok);
         let _ = write!(
             out,
-            "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+            "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
             if l.within_slo { "" } else { " class=\"over\"" },
             match l.role {
                 LevelRole::Configured => l.concurrency.to_string(),
                 LevelRole::Refinement => format!("{} (refinement)", l.concurrency),
             },
             l.requests,
-            l.outcomes.get("ok").copied().unwrap_or(0),
+            ok,
             l.shed(),
             text::errors(l),
+            escape(&with_count(&l.ttft_seconds)),
+            escape(&with_count(&l.latency_seconds)),
+            escape(&throughput_with_count(l, ok)),
         );
         for q in &counted {
             if let Reading::Percentiles(p) = q.read(l) {
@@ -456,6 +469,29 @@ fn counts_table(levels: &[LevelSummary]) -> String {
     }
     out.push_str("</tbody>\n</table></div>\n");
     out
+}
+
+/// "9.0 ms / 12 ms (8)": p50 and p95 of a level's samples and their count;
+/// "- (0)" without samples.
+fn with_count(p: &Percentiles) -> String {
+    match (p.p50, p.p95) {
+        (Some(p50), Some(p95)) => format!(
+            "{} / {} ({})",
+            Unit::Seconds.format(p50),
+            Unit::Seconds.format(p95),
+            p.count
+        ),
+        _ => format!("- ({})", p.count),
+    }
+}
+
+/// "210 tok/s (8)": a level's throughput and the completed requests whose
+/// tokens it sums; "-" for a level stopped early (too few to mean anything).
+fn throughput_with_count(l: &LevelSummary, ok: u64) -> String {
+    match Quantity::Throughput.read(l) {
+        Reading::Value(Some(v)) => format!("{} ({ok})", Unit::TokensPerSecond.format(v)),
+        _ => format!("- ({ok})"),
+    }
 }
 
 /// Milliseconds with microsecond resolution, or "-".
@@ -508,7 +544,7 @@ mod tests {
     use super::*;
     use crate::probe::setup::Setup;
     use crate::stats::pair_report::SideSummary;
-    use crate::stats::report::{Capacity, LevelSummary, Percentiles};
+    use crate::stats::report::{Capacity, LevelSummary};
 
     const HOSTILE: &str = "\"><script>alert(1)</script><img src=x onerror=alert(2)>'&";
 
@@ -563,6 +599,7 @@ mod tests {
         Document {
             format_version: 1,
             llmprobe_version: HOSTILE.into(),
+            partial: true,
             targets: vec![SweepReport {
                 setup_error: None,
                 server_metrics: Default::default(),
@@ -704,6 +741,26 @@ mod tests {
         let bare = report(&results, &Settings::new());
         assert!(!bare.contains("SLO 350 ms"));
         assert!(bare.contains("--config FILE"));
+    }
+
+    #[test]
+    fn the_levels_table_gives_ttft_latency_and_throughput_with_their_counts() {
+        let mut results = hostile_results();
+        let page = report(&results, &Settings::new());
+        let (_, counts) = page.split_once("<table class=\"counts\">").unwrap();
+        let row = counts
+            .lines()
+            .find(|l| l.starts_with("<tr><td>1</td>"))
+            .unwrap_or_else(|| panic!("no row of level 1\n{counts}"));
+        // TTFT and latency p50 / p95 of 8 samples; the throughput of the
+        // level's 6 completed requests.
+        assert!(row.contains("<td>10.0 ms / 15.0 ms (8)</td>"), "{row}");
+        assert!(row.contains("<td>100 ms / 150 ms (8)</td>"), "{row}");
+        assert!(row.contains("<td>100 tok/s (6)</td>"), "{row}");
+        // A partial document says so at the top; a whole one does not.
+        assert!(page.contains("<p class=\"partial\">partial: interrupted (Ctrl-C)"));
+        results.partial = false;
+        assert!(!report(&results, &Settings::new()).contains("class=\"partial\""));
     }
 
     #[test]
