@@ -46,6 +46,21 @@ fn main() -> ExitCode {
     );
     init_tracing(cli.log_format, if quiet { "warn" } else { "info" });
     llmprobe::log_writer::redact_panics();
+    // Before the runtime starts its threads: the environment is changed
+    // while this is the only thread that could read it.
+    if let Some(path) = &cli.env_file {
+        match config::env_file::read(path) {
+            Ok(vars) => {
+                for (key, value) in vars {
+                    std::env::set_var(key, value);
+                }
+            }
+            Err(e) => {
+                eprintln!("llmprobe: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -114,17 +129,22 @@ const EXIT_SWEEP_FAILED: u8 = 2;
 /// [`EXIT_SWEEP_FAILED`]: it is what to fix first).
 const EXIT_SETUP_ERROR: u8 = 3;
 
+/// Exit status of `sweep` when a daemon is sweeping a selected target now
+/// (nothing was swept; `--force` sweeps anyway).
+const EXIT_BUSY: u8 = 4;
+
 /// `llmprobe sweep`: every selected target swept once, then every selected
-/// gateway pair measured once, the results written as `format`; exit 3
+/// gateway pair measured once, the results written as `format`; exit 4,
+/// sweeping nothing, when a daemon is sweeping a selected target, 3
 /// when a setup mistake stopped a sweep (one line each on standard error),
-/// else 2 when a sweep or a pair failed. With `state`, each target starts
-/// from the daemon's saved state there (read only).
+/// else 2 when a sweep or a pair failed. With `options.state`, each target
+/// starts from the daemon's saved state there (read only).
 async fn sweep(
     path: &Path,
     targets: &[String],
     format: Format,
     output: Option<&Path>,
-    state: Option<&Path>,
+    options: schedule::once::Options<'_>,
 ) -> anyhow::Result<ExitCode> {
     let config = match llmprobe::load_config(path) {
         Ok(c) => c,
@@ -140,9 +160,15 @@ async fn sweep(
     } else {
         Arc::new(NoObserver)
     };
-    let reports = schedule::once::sweep_from(&config, targets, observer.clone(), state)
-        .await
-        .map_err(anyhow::Error::msg)?;
+    let reports =
+        match schedule::once::sweep_with(&config, targets, observer.clone(), options).await {
+            Ok(r) => r,
+            Err(busy @ schedule::once::Refused::Busy(_)) => {
+                eprintln!("{busy}");
+                return Ok(ExitCode::from(EXIT_BUSY));
+            }
+            Err(e) => return Err(anyhow::Error::msg(e.to_string())),
+        };
     let pairs = schedule::once::measure_pairs(&config, targets, observer)
         .await
         .map_err(anyhow::Error::msg)?;
@@ -219,8 +245,21 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     // `report` reads a configuration only when one is named: the default
     // one need not be what produced the results.
     let given_config = cli.config.clone();
-    let path = llmprobe::config_path(cli.config);
-    match cli.command.unwrap_or(Command::Run) {
+    let command = cli.command.unwrap_or(Command::Run);
+    let path = match &command {
+        // These read no configuration (`report` only a named one).
+        Command::Simulate(_) | Command::GenerateDocs { .. } | Command::Report { .. } => {
+            given_config.clone().unwrap_or_default()
+        }
+        _ => match llmprobe::config_path(cli.config) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("llmprobe: {e}");
+                return Ok(ExitCode::FAILURE);
+            }
+        },
+    };
+    match command {
         Command::CheckConfig { online } => match llmprobe::load_config(&path) {
             Ok(c) => {
                 print_out(&explain::explain(&c))?;
@@ -239,7 +278,14 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             format,
             output,
             state,
-        } => sweep(&path, &targets, format, output.as_deref(), state.as_deref()).await,
+            force,
+        } => {
+            let options = schedule::once::Options {
+                state: state.as_deref(),
+                force,
+            };
+            sweep(&path, &targets, format, output.as_deref(), options).await
+        }
         Command::Report { results, output } => {
             let text = if results.as_os_str() == "-" {
                 std::io::read_to_string(std::io::stdin())
