@@ -44,10 +44,9 @@ fn main() -> ExitCode {
             | Some(Command::Report { .. })
             | Some(Command::GenerateDocs { .. })
     );
-    init_tracing(cli.log_format, if quiet { "warn" } else { "info" });
-    llmprobe::log_writer::redact_panics();
-    // Before the runtime starts its threads: the environment is changed
-    // while this is the only thread that could read it.
+    // Before the runtime starts its threads (the environment is changed
+    // while this is the only thread that could read it), and before the
+    // log filter is made, so that the file's RUST_LOG counts.
     if let Some(path) = &cli.env_file {
         match config::env_file::read(path) {
             Ok(vars) => {
@@ -61,6 +60,8 @@ fn main() -> ExitCode {
             }
         }
     }
+    init_tracing(cli.log_format, if quiet { "warn" } else { "info" });
+    llmprobe::log_writer::redact_panics();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
