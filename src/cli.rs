@@ -13,10 +13,19 @@ pub struct Cli {
     /// What to do (default: run the daemon).
     #[command(subcommand)]
     pub command: Option<Command>,
-    /// Configuration file (`report` reads one only when this is given);
-    /// default config/llmprobe.yaml.
-    #[arg(long, global = true, env = "LLMPROBE_CONFIG")]
+    /// Configuration file. When neither this nor $LLMPROBE_CONFIG names
+    /// one, the first that exists of config/llmprobe.yaml (in the current
+    /// folder: a checkout) and /etc/llmprobe/llmprobe.yaml (the package's).
+    /// `report` reads one only when it is named.
+    #[arg(long, global = true, env = "LLMPROBE_CONFIG", value_name = "PATH")]
     pub config: Option<PathBuf>,
+    /// Read KEY=VALUE lines from this file into the environment first, as
+    /// the unit's EnvironmentFile= does (for example /etc/default/llmprobe:
+    /// the targets' keys, LLMPROBE__ overrides); systemd's syntax, its
+    /// values win over the environment's. Read after the command line: it
+    /// cannot name the configuration file.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub env_file: Option<PathBuf>,
     /// Log format.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -27,10 +36,13 @@ pub struct Cli {
 pub enum Command {
     /// Run the daemon: scheduled sweeps, /metrics for Prometheus.
     Run,
-    /// Run one sweep of each target now and print the results; exit 2 when a
-    /// sweep failed, 3 when a setup mistake (key, model, URL, TLS, DNS) stopped one,
-    /// 130 when Ctrl-C stopped it (what was measured is printed, marked partial).
-    /// A progress display goes to stderr when it is a terminal.
+    /// Run one sweep of each target now and print the results. Each target
+    /// waits for its idle gate; exit 4, sweeping nothing, while a daemon
+    /// with the same state_dir is sweeping a selected target. Exit 2 when
+    /// a sweep failed, 3 when a setup mistake (key, model, URL, TLS, DNS)
+    /// stopped one, 130 when Ctrl-C stopped it (what was measured is
+    /// printed, marked partial), 1 on a configuration error. A progress
+    /// display goes to stderr when it is a terminal.
     Sweep {
         /// Only these targets (repeatable).
         #[arg(long = "target")]
@@ -45,6 +57,10 @@ pub enum Command {
         /// (its `state_dir`; read only), as its next sweep would.
         #[arg(long, value_name = "DIR")]
         state: Option<PathBuf>,
+        /// Sweep now: neither wait for an idle gate nor refuse a target a
+        /// daemon is sweeping (both sweeps then measure each other's load).
+        #[arg(long)]
+        force: bool,
     },
     /// Render a saved `sweep --format json` document as an HTML report
     /// (`--config` adds the configuration and SLO lines).

@@ -55,9 +55,11 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// `TimeoutStopSec=30`.
 pub const EXIT_GRACE: Duration = Duration::from_secs(2);
 
-/// The config path to use: the one given, else the repository default.
-pub fn config_path(given: Option<PathBuf>) -> PathBuf {
-    given.unwrap_or_else(|| PathBuf::from(config::DEFAULT_PATH))
+/// The config path to use: the one given (`--config`, `$LLMPROBE_CONFIG`),
+/// else the first that exists of `config/llmprobe.yaml` (a checkout) and
+/// `/etc/llmprobe/llmprobe.yaml` ([`config::search`]).
+pub fn config_path(given: Option<PathBuf>) -> Result<PathBuf, String> {
+    config::search::find(given, Path::exists)
 }
 
 /// Loads the configuration at `path` with every check, the TLS files'

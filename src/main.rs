@@ -44,6 +44,22 @@ fn main() -> ExitCode {
             | Some(Command::Report { .. })
             | Some(Command::GenerateDocs { .. })
     );
+    // Before the runtime starts its threads (the environment is changed
+    // while this is the only thread that could read it), and before the
+    // log filter is made, so that the file's RUST_LOG counts.
+    if let Some(path) = &cli.env_file {
+        match config::env_file::read(path) {
+            Ok(vars) => {
+                for (key, value) in vars {
+                    std::env::set_var(key, value);
+                }
+            }
+            Err(e) => {
+                eprintln!("llmprobe: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     init_tracing(cli.log_format, if quiet { "warn" } else { "info" });
     llmprobe::log_writer::redact_panics();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -114,11 +130,16 @@ const EXIT_SWEEP_FAILED: u8 = 2;
 /// [`EXIT_SWEEP_FAILED`]: it is what to fix first).
 const EXIT_SETUP_ERROR: u8 = 3;
 
+/// Exit status of `sweep` when a daemon is sweeping a selected target now
+/// (nothing was swept; `--force` sweeps anyway).
+const EXIT_BUSY: u8 = 4;
+
 /// `llmprobe sweep`: every selected target swept once, then every selected
-/// gateway pair measured once, the results written as `format`; exit 3
+/// gateway pair measured once, the results written as `format`; exit 4,
+/// sweeping nothing, when a daemon is sweeping a selected target, 3
 /// when a setup mistake stopped a sweep (one line each on standard error),
-/// else 2 when a sweep or a pair failed. With `state`, each target starts
-/// from the daemon's saved state there (read only). Ctrl-C ends the sweep
+/// else 2 when a sweep or a pair failed. With `options.state`, each target
+/// starts from the daemon's saved state there (read only). Ctrl-C ends the sweep
 /// under way: what was measured is written, marked partial, and the exit
 /// status is 130.
 async fn sweep(
@@ -126,7 +147,7 @@ async fn sweep(
     targets: &[String],
     format: Format,
     output: Option<&Path>,
-    state: Option<&Path>,
+    options: schedule::once::Options<'_>,
 ) -> anyhow::Result<ExitCode> {
     let config = match llmprobe::load_config(path) {
         Ok(c) => c,
@@ -152,9 +173,25 @@ async fn sweep(
             p.interrupted();
         })
     });
-    let reports = schedule::once::sweep_from(&config, targets, observer.clone(), state, &stop)
-        .await
-        .map_err(anyhow::Error::msg)?;
+    let reports = match schedule::once::sweep_with(
+        &config,
+        targets,
+        observer.clone(),
+        options,
+        &stop,
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(busy @ schedule::once::Refused::Busy(_)) => {
+            if let Some(p) = &progress {
+                p.done();
+            }
+            eprintln!("{busy}");
+            return Ok(ExitCode::from(EXIT_BUSY));
+        }
+        Err(e) => return Err(anyhow::Error::msg(e.to_string())),
+    };
     let pairs = schedule::once::measure_pairs_until(&config, targets, observer, &stop)
         .await
         .map_err(anyhow::Error::msg)?;
@@ -244,8 +281,21 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     // `report` reads a configuration only when one is named: the default
     // one need not be what produced the results.
     let given_config = cli.config.clone();
-    let path = llmprobe::config_path(cli.config);
-    match cli.command.unwrap_or(Command::Run) {
+    let command = cli.command.unwrap_or(Command::Run);
+    let path = match &command {
+        // These read no configuration (`report` only a named one).
+        Command::Simulate(_) | Command::GenerateDocs { .. } | Command::Report { .. } => {
+            given_config.clone().unwrap_or_default()
+        }
+        _ => match llmprobe::config_path(cli.config) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("llmprobe: {e}");
+                return Ok(ExitCode::FAILURE);
+            }
+        },
+    };
+    match command {
         Command::CheckConfig { online } => match llmprobe::load_config(&path) {
             Ok(c) => {
                 print_out(&explain::explain(&c))?;
@@ -264,7 +314,14 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             format,
             output,
             state,
-        } => sweep(&path, &targets, format, output.as_deref(), state.as_deref()).await,
+            force,
+        } => {
+            let options = schedule::once::Options {
+                state: state.as_deref(),
+                force,
+            };
+            sweep(&path, &targets, format, output.as_deref(), options).await
+        }
         Command::Report { results, output } => {
             let text = if results.as_os_str() == "-" {
                 std::io::read_to_string(std::io::stdin())

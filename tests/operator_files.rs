@@ -191,9 +191,18 @@ fn every_alert_has_for_severity_summary_description() {
     }
 }
 
-/// Where every `runbook_url` points; the anchor is the alert name in lower case
-/// (GitHub's anchor of a `## AlertName` heading).
-const RUNBOOK_BASE: &str = "https://github.com/llmprobe/llmprobe/blob/main/docs/runbook.md";
+/// Where every `runbook_url` points by default; the anchor is the alert name
+/// in lower case (GitHub's anchor of a `## AlertName` heading).
+const DOCS_BASE: &str = "https://github.com/llmprobe/llmprobe/blob/main/docs";
+
+/// Every `runbook_url` as written: the base from `llmprobe:docs_url:info`
+/// when a rule records it, else [`DOCS_BASE`] (docs/operating.md).
+fn runbook_url(anchor: &str) -> String {
+    format!(
+        "'{{{{ with query \"llmprobe:docs_url:info\" }}}}{{{{ . | first | label \"url\" }}}}\
+         {{{{ else }}}}{DOCS_BASE}{{{{ end }}}}/runbook.md#{anchor}'"
+    )
+}
 
 #[test]
 fn every_alert_has_a_runbook_section() {
@@ -212,11 +221,7 @@ fn every_alert_has_a_runbook_section() {
             .find_map(|l| l.trim().strip_prefix("runbook_url:"))
             .unwrap_or_else(|| panic!("alert {name} has no runbook_url"))
             .trim();
-        assert_eq!(
-            url,
-            format!("{RUNBOOK_BASE}#{}", name.to_lowercase()),
-            "alert {name}"
-        );
+        assert_eq!(url, runbook_url(&name.to_lowercase()), "alert {name}");
         assert!(
             sections.contains(&name),
             "docs/runbook.md has no `## {name}` section"

@@ -479,6 +479,8 @@ fn deb_installs_a_working_config_unit_man_pages_and_completions() {
         "usr/share/fish/vendor_completions.d/llmprobe.fish",
         "usr/share/doc/llmprobe/copyright",
         "usr/share/doc/llmprobe/changelog.gz",
+        "usr/share/doc/llmprobe/runbook.md",
+        "usr/share/doc/llmprobe/operating.md",
     ] {
         assert!(
             files.iter().any(|f| f == wanted),

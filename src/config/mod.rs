@@ -5,10 +5,12 @@
 //! Plain data only: this layer imports nothing of the layers that use it.
 //! Inside, a one-way pipeline (no file imports one that imports it):
 //! - leaves: [`env`] (environment variables, the `LLMPROBE__` overrides,
-//!   bounded reads of key and prompt files), [`checks`] (shared value
+//!   bounded reads of key and prompt files), [`env_file`] (`--env-file`:
+//!   a systemd environment file's assignments), [`checks`] (shared value
 //!   checks, size limits), [`error`], [`tls`] (the TLS files and the hooks
 //!   that check them), [`values`], [`gentle`], [`secret`], [`labels`],
-//!   [`prompts`], [`proxy`] (which proxy a URL goes through), [`simulator`],
+//!   [`prompts`], [`proxy`] (which proxy a URL goes through),
+//!   [`search`] (which file is read when none is named), [`simulator`],
 //!   [`sinks`] (each export sink's settings), [`sustained`];
 //! - [`keys`]: **the per-target keys, each declared once** with its type,
 //!   default and checks: a new per-target key is one entry there (see its
@@ -22,6 +24,7 @@
 pub mod checks;
 pub mod defaults;
 pub mod env;
+pub mod env_file;
 pub mod error;
 pub mod file;
 pub mod fleet;
@@ -36,6 +39,7 @@ pub mod proxy;
 pub mod redact;
 pub mod resolve;
 pub mod resolved;
+pub mod search;
 pub mod secret;
 pub mod simulator;
 pub mod sinks;
@@ -68,5 +72,6 @@ pub use template::target_file;
 pub use tls::{Checks, ClientTls, TlsFiles, TlsKey};
 pub use values::*;
 
-/// Where the config is read from when no `--config` is given.
-pub const DEFAULT_PATH: &str = "config/llmprobe.yaml";
+/// Where the config is read from in a checkout (see [`search`] for the
+/// whole search order).
+pub const DEFAULT_PATH: &str = search::CHECKOUT_PATH;

@@ -20,6 +20,7 @@ use crate::schedule::jitter::jittered;
 use crate::schedule::memory::Memory;
 use crate::schedule::probes;
 use crate::schedule::state::{self, StateDir};
+use crate::schedule::sweep_lock::{self, Claim};
 use crate::sinks::Sinks;
 use crate::stats::pair_report::PairReport;
 use crate::stats::probe::ProbeEvent;
@@ -169,10 +170,32 @@ async fn sweep_rounds(
 ) {
     let cancel = &env.cancel;
     let mut save_failed = false;
+    let mut said_busy = false;
     loop {
         if !Box::pin(job.may_start(env, out, cancel, lane)).await {
             break;
         }
+        // Held to the end of the round: a `llmprobe sweep` of the target
+        // meanwhile refuses; while one runs, this loop waits for it.
+        let locked = match claim(job, keep).await {
+            Claim::Busy => {
+                if !said_busy {
+                    said_busy = true;
+                    tracing::info!(target_name = %job_name(job), "a one-shot `llmprobe sweep` of the target runs: sweep waits for it");
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(sweep_lock::RETRY_EVERY) => continue,
+                    _ = cancel.cancelled() => break,
+                }
+            }
+            Claim::Unknown(e) => {
+                tracing::warn!(target_name = %job_name(job), error = %e, "sweep lock unusable: a one-shot `llmprobe sweep` cannot see this sweep");
+                None
+            }
+            Claim::Held(held) => Some(held),
+            Claim::Free => None,
+        };
+        said_busy = false;
         let timing = schedule.borrow().clone();
         let prior = memory.as_mut().map(Memory::prior).unwrap_or_default();
         let held = reached.pause_probes(lane, out).await;
@@ -189,6 +212,7 @@ async fn sweep_rounds(
                 save(dir, t, m, &mut save_failed).await;
             }
         }
+        drop(locked);
         let timing = schedule.borrow().clone();
         let wait = jittered(timing.interval, timing.jitter, fastrand::f64());
         tokio::select! {
@@ -373,6 +397,26 @@ impl Measured<'_> {
     }
 }
 
+/// Tries a target's sweep lock in the state directory, off the runtime's
+/// workers; [`Claim::Free`] for a pair or without a state directory.
+async fn claim(job: &Job, keep: &Keep) -> Claim {
+    let (Some(dir), Job::Target(target)) = (&keep.dir, job) else {
+        return Claim::Free;
+    };
+    let (dir, target) = (dir.clone(), target.clone());
+    tokio::task::spawn_blocking(move || sweep_lock::try_claim(&dir, &target, true))
+        .await
+        .unwrap_or_else(|e| Claim::Unknown(e.to_string()))
+}
+
+/// The name a job's log lines carry.
+fn job_name(job: &Job) -> &str {
+    match job {
+        Job::Target(t) => &t.name,
+        Job::Pair { pair, .. } => &pair.name,
+    }
+}
+
 /// `target`'s saved state, read off the runtime's workers.
 async fn load(
     dir: &Arc<StateDir>,
@@ -404,9 +448,9 @@ async fn save(dir: &Arc<StateDir>, target: &Arc<Target>, memory: &Memory, failed
     }
 }
 
-/// Waits while the server reports more work than the gate allows; false
-/// when cancelled meanwhile. A gate that cannot be read does not block the
-/// sweep (a server without metrics must still be measured), but says so.
+/// Waits while the server reports more work than the gate allows (each
+/// busy reading counted as a postponed sweep); false when cancelled
+/// meanwhile.
 async fn wait_until_idle(
     env: &SweepEnv,
     target: &Target,
@@ -415,25 +459,12 @@ async fn wait_until_idle(
     cancel: &CancellationToken,
     lane: &Lane,
 ) -> bool {
-    loop {
-        // A probe of llmprobe's own in flight is not the server's load.
-        let read = idle_gate::read(env.clients.for_target(target), gate)
-            .await
-            .map(|v| v - f64::from(lane.probes_in_flight()));
-        match read {
-            Ok(v) if v <= gate.max_value => return true,
-            Ok(v) => {
-                metrics.sweep_postponed(&target.name);
-                tracing::info!(target_name = %target.name, metric = %gate.metric, value = v, "server busy: sweep postponed");
-            }
-            Err(e) => {
-                tracing::warn!(target_name = %target.name, error = %e, "idle gate unreadable: sweeping anyway");
-                return true;
-            }
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(gate.retry_every) => {}
-            _ = cancel.cancelled() => return false,
-        }
-    }
+    let client = env.clients.for_target(target);
+    // A probe of llmprobe's own in flight is not the server's load.
+    let own = || lane.probes_in_flight();
+    idle_gate::wait_until_idle(client, &target.name, gate, cancel, own, |v| {
+        metrics.sweep_postponed(&target.name);
+        tracing::info!(target_name = %target.name, metric = %gate.metric, value = v, "server busy: sweep postponed");
+    })
+    .await
 }

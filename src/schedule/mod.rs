@@ -18,6 +18,7 @@ pub mod memory;
 pub mod once;
 mod probes;
 pub mod state;
+pub mod sweep_lock;
 pub mod warm_start;
 
 use std::collections::BTreeMap;
