@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use llmprobe::faces::json::Document;
 use llmprobe::faces::progress::{self, Progress};
-use llmprobe::faces::{explain, html, pairs, text};
+use llmprobe::faces::{explain, html, pairs, summary, text};
 use llmprobe::probe::tls::Clients;
 use llmprobe::sweep::{NoObserver, Observer, SweepEnv};
 use llmprobe::{config, faces, schedule, signals, sweep};
@@ -215,12 +215,13 @@ async fn sweep(
     doc.partial = interrupted;
     let text = match format {
         Format::Table => format!(
-            "{}{}{}",
+            "{}{}{}{}",
             if interrupted {
                 format!("{}\n\n", text::PARTIAL)
             } else {
                 String::new()
             },
+            summary::text(&doc.targets),
             text::table(&doc.targets),
             pairs::pairs_table(&doc.gateway_pairs)
         ),

@@ -472,6 +472,22 @@ async fn sweep_command_reports_pairs() {
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{table}");
     assert!(table.contains("gateway overhead"), "{table}");
+    // Two targets: the table opens with a row for each.
+    let mut lines = table.lines();
+    assert_eq!(lines.next(), Some("summary of 2 targets"), "{table}");
+    assert!(lines
+        .next()
+        .unwrap_or_default()
+        .contains("knee  max_in_flight  limit"));
+    for name in ["direct", "through"] {
+        assert!(
+            lines
+                .clone()
+                .take(2)
+                .any(|l| l.trim_start().starts_with(name)),
+            "{name}: {table}"
+        );
+    }
     assert!(
         table
             .lines()

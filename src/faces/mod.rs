@@ -14,5 +14,6 @@ pub mod pairs;
 pub mod progress;
 pub mod prompt_memory;
 pub mod signals;
+pub mod summary;
 pub mod sustained;
 pub mod text;

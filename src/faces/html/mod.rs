@@ -17,5 +17,6 @@ pub mod charts;
 pub mod escape;
 pub mod page;
 pub mod settings;
+pub mod summary;
 pub mod sustained;
 pub mod workload_charts;

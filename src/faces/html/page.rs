@@ -140,6 +140,7 @@ pub fn report(results: &Document, settings: &Settings) -> String {
         let _ = writeln!(body, "<p class=\"partial\">{}</p>", escape(text::PARTIAL));
     }
     body.push_str("</header>\n");
+    body.push_str(&super::summary::table(&results.targets));
     for (i, t) in results.targets.iter().enumerate() {
         body.push_str(&target_section(
             t,
