@@ -11,6 +11,10 @@ use super::labels::DECLARED_LABELS;
 
 /// Address of /metrics, /healthz, /readyz.
 pub const LISTEN: &str = "0.0.0.0:9775";
+/// `max_prompt_memory_mib`: what the shipped unit's `MemoryMax=1G` holds by
+/// docs/operating.md's sizing (256 MiB for the daemon, plus twice the
+/// prompt memory).
+pub const MAX_PROMPT_MEMORY_MIB: u32 = 384;
 /// Between two sweeps of one target.
 pub const INTERVAL: Duration = Duration::from_secs(15 * 60);
 /// Random spread added to each interval, as a fraction of it.

@@ -56,6 +56,10 @@ pub struct FileConfig {
     /// stop every measurement on a reload.
     #[serde(default)]
     pub allow_empty: bool,
+    /// The most prompt memory the targets may need, MiB (see
+    /// `config::prompt_memory`): more is refused at load.
+    #[serde(default = "default_max_prompt_memory_mib")]
+    pub max_prompt_memory_mib: u32,
     /// Where each target's loop keeps what it learnt between sweeps, so a
     /// restart starts from it ("" keeps nothing; unset: see
     /// [`defaults::STATE_DIR`]).
@@ -405,4 +409,8 @@ pub struct ShardFile {
     /// StatefulSet pod `llmprobe-2` is shard 2).
     #[serde(default)]
     pub index_from_hostname: bool,
+}
+
+fn default_max_prompt_memory_mib() -> u32 {
+    defaults::MAX_PROMPT_MEMORY_MIB
 }

@@ -34,6 +34,7 @@ pub mod labels;
 pub mod load;
 pub mod pairs;
 pub mod probe;
+pub mod prompt_memory;
 pub mod prompts;
 pub mod proxy;
 pub mod redact;

@@ -14,6 +14,7 @@ use super::error::ConfigError;
 use super::file::{FileConfig, ScheduleFile, TargetFile};
 use super::fleet::resolve_fleet;
 use super::pairs::resolve_gateway_pairs;
+use super::prompt_memory;
 use super::resolved::{Config, Schedule, Target};
 use super::sinks::resolve_sinks;
 use super::target::{check_levels_within_cap, resolve_target, Context};
@@ -74,6 +75,8 @@ pub fn resolve_with(
     };
     let targets = resolve_targets(&file.targets, &ctx, schedule.max_in_flight_total, &mut bad);
 
+    check_prompt_memory(&targets, file.max_prompt_memory_mib, &mut bad);
+
     let gateway_pairs = resolve_gateway_pairs(&file, &targets, &workloads, &mut bad);
 
     let web = resolve_web(&file.web, base_dir, checks, &mut bad);
@@ -109,9 +112,31 @@ pub fn resolve_with(
             sinks,
             fleet,
             state_dir,
+            max_prompt_memory_mib: file.max_prompt_memory_mib,
         })
     } else {
         Err(ConfigError { problems })
+    }
+}
+
+/// `max_prompt_memory_mib`: at least 1, and at least what the targets'
+/// prompts need ([`prompt_memory::needed`]).
+fn check_prompt_memory(targets: &[Arc<Target>], cap_mib: u32, bad: &mut dyn FnMut(&str, String)) {
+    if cap_mib == 0 {
+        bad("max_prompt_memory_mib", "must be at least 1".into());
+        return;
+    }
+    let needed = prompt_memory::needed(targets);
+    if needed > u64::from(cap_mib) << 20 {
+        bad(
+            "max_prompt_memory_mib",
+            format!(
+                "the targets' prompts need about {:.1} MiB (each workload's prompts once, their \
+                 request bodies twice per distinct model and options), over {cap_mib} MiB: use \
+                 fewer or smaller prompts, or raise it with the unit's MemoryMax= (docs/operating.md)",
+                needed as f64 / f64::from(1 << 20)
+            ),
+        );
     }
 }
 

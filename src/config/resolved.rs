@@ -38,6 +38,8 @@ pub struct Config {
     pub fleet: FleetConfig,
     /// Where the loops keep their state between runs; None: nowhere.
     pub state_dir: Option<PathBuf>,
+    /// The most prompt memory the targets may need, MiB.
+    pub max_prompt_memory_mib: u32,
 }
 
 /// Resolved `schedule:`.

@@ -281,3 +281,21 @@ fn missing_file_is_named() {
         .to_string();
     assert_eq!(e, "/nonexistent/llmprobe.yaml: file not found");
 }
+
+#[test]
+fn prompts_over_the_prompt_memory_cap_are_refused_naming_the_key() {
+    // 300,000 characters of prompt: about 1.5 MiB parsed and as bodies.
+    let yaml = format!(
+        "max_prompt_memory_mib: 1\nworkloads:\n  w:\n    max_completion_tokens: 8\n    prompts: ['{}']\n\
+         targets:\n  - {{name: t, base_url: 'http://127.0.0.1:9/v1', model: m, workloads: [w]}}\n",
+        "x".repeat(300_000)
+    );
+    let e = problems(&yaml, &[]);
+    assert!(
+        e.contains("llmprobe.yaml: max_prompt_memory_mib: the targets' prompts need about 1.4 MiB"),
+        "{e}"
+    );
+    assert!(load_str(&yaml.replace("max_prompt_memory_mib: 1\n", ""), &[]).is_ok());
+    let zero = problems(&yaml.replace("mib: 1", "mib: 0"), &[]);
+    assert!(zero.contains("max_prompt_memory_mib: must be at least 1"), "{zero}");
+}

@@ -1,53 +1,15 @@
-//! The prompt memory a configuration needs, in words for `check-config`:
-//! each workload's prompts are held once, and the request bodies built
-//! from them (two serialised copies: the measured requests' and the
-//! one-token requests that open a level's connections) once per distinct
-//! model and request options that sweep them, shared by every sweep of
-//! those at once (`sweep/shared_bodies.rs`). What the unit's `MemoryMax=`
-//! must leave room for (docs/operating.md).
+//! The prompt memory a configuration needs ([`crate::config::prompt_memory`]),
+//! in words for `check-config`: what the unit's `MemoryMax=` must leave
+//! room for (docs/operating.md).
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::config::{Config, Workload};
+use crate::config::Config;
 
-/// Parsed prompts take about this many times their JSON text in memory
-/// (serde_json values: a map and a string per message).
-const PARSED_FACTOR: u64 = 3;
-
-/// Serialised copies of a workload's bodies per distinct model and options.
-const BODY_COPIES: u64 = 2;
-
-/// Bytes of prompt memory `config` needs at most: every workload's parsed
-/// prompts, and their bodies for each distinct (model, options) sweeping
-/// them, all at once.
+/// Bytes of prompt memory `config` needs at most (see
+/// [`crate::config::prompt_memory`]).
 pub fn prompt_bytes(config: &Config) -> u64 {
-    let mut workloads: BTreeMap<&str, (&Workload, Vec<String>)> = BTreeMap::new();
-    for t in &config.targets {
-        // Two targets with the same model and options share the bodies.
-        let key = format!("{:?}|{}|{:?}", t.api, t.model, t.request_options());
-        for w in &t.workloads {
-            let entry = workloads.entry(&w.name).or_insert((w, Vec::new()));
-            if !entry.1.contains(&key) {
-                entry.1.push(key.clone());
-            }
-        }
-    }
-    workloads
-        .values()
-        .map(|(w, bodies)| {
-            let text = text_bytes(w);
-            text * PARSED_FACTOR + text * BODY_COPIES * bodies.len() as u64
-        })
-        .sum()
-}
-
-/// The JSON text of a workload's prompts.
-fn text_bytes(w: &Workload) -> u64 {
-    w.prompts
-        .iter()
-        .map(|p| serde_json::to_string(&p.messages).map_or(0, |s| s.len() as u64))
-        .sum()
+    crate::config::prompt_memory::needed(&config.targets)
 }
 
 /// The line `check-config` prints.
@@ -56,8 +18,9 @@ pub fn line(config: &Config) -> String {
     let mut out = String::new();
     let _ = write!(
         out,
-        "prompt memory: about {:.1} MiB at most (each workload's prompts once, and their request bodies twice per distinct model and options, shared by every sweep); see docs/operating.md for MemoryMax=",
-        bytes as f64 / f64::from(1 << 20)
+        "prompt memory: about {:.1} MiB at most of max_prompt_memory_mib {} (each workload's prompts once, and their request bodies twice per distinct model and options, shared by every sweep); see docs/operating.md for MemoryMax=",
+        bytes as f64 / f64::from(1 << 20),
+        config.max_prompt_memory_mib
     );
     out
 }
@@ -102,6 +65,7 @@ mod tests {
         assert!((1000 * 5..1100 * 5).contains(&one), "{one}");
         assert_eq!(same, one, "three targets of one model share the bodies");
         assert_eq!(two - one, one / 5 * 2, "a second model adds two copies");
-        assert!(line(&config(&["m"])).starts_with("prompt memory: about 0.0 MiB"));
+        assert!(line(&config(&["m"]))
+            .starts_with("prompt memory: about 0.0 MiB at most of max_prompt_memory_mib 384"));
     }
 }
