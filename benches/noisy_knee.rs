@@ -1,17 +1,36 @@
-//! A knee you can trust on a noisy server, measured (issue 24 item 8): the
-//! daemon's sweeps, driven through its own loop memory (`Memory::sweep`:
-//! warm starts, pooled evidence, exactly as the daemon runs them, without
-//! the wait between sweeps), against the built-in `tiny` engine (sheds above
-//! 8 in flight: knee 8) on the default levels, request counts and SLO (at
-//! most 5% errors), with 0% to 15% of requests failing at random and with
-//! rare latency outliers. Per profile: sweeps run, the share giving the true
-//! knee, the knees seen, the share at knee 0, and requests sent per sweep
-//! (warm-up included) against the clean profile's.
+//! A knee you can trust on a noisy server, measured (issue 24 item 8, issue
+//! 28 part 6): the daemon's sweeps, driven through its own loop memory
+//! (`Memory::sweep`: warm starts, pooled evidence, exactly as the daemon runs
+//! them, without the wait between sweeps), against the built-in `tiny`
+//! engine (sheds above 8 in flight: knee 8) on the default levels, request
+//! counts and SLO (at most 5% errors), with 0% to 15% of requests failing at
+//! random and with rare latency outliers. Per profile: sweeps run, the share
+//! giving the true knee, the knees seen, the share at knee 0, the longest
+//! run of wrong knees in one loop, and requests sent per sweep (warm-up
+//! included) against the clean profile's.
+//!
+//! Two more modes:
+//!
+//! - `--restarts N`: per seed one engine, and a loop restarted every
+//!   `--every` sweeps (3 unless told), N times: its memory saved to a state
+//!   directory and read back (`StateDir::save`/`load`: the daemon's JSON
+//!   file) and restored (`Memory::restored`), as a restarted daemon does.
+//!   Reported: the first sweeps after a restart with the true knee and at
+//!   knee 0, every sweep's share, the longest run of wrong knees.
+//! - `--change 2,10,2`: the error rate (percent) changes live, every
+//!   `--phase` sweeps (10 unless told). The simulator's faults are fixed at
+//!   its start, so each change starts a new engine (another port, the seed
+//!   plus 1000 per phase) under the same loop memory, which keeps its
+//!   evidence (it is pooled per server identity: kind, version and models,
+//!   never the URL). Reported per loop: after each change, the sweep that
+//!   first gives the new truth (knee 0 above the 5% limit, 8 below).
 //!
 //! ```text
 //! cargo bench --bench noisy_knee                          # 4 seeds x 30 sweeps
 //! cargo bench --bench noisy_knee -- --sweeps 40 --seeds 5 --profile fail-2%
 //! cargo bench --bench noisy_knee -- --first-seed 17 --seeds 64 --profile fail-15%
+//! cargo bench --bench noisy_knee -- --restarts 12 --seeds 4 --profile fail-4%
+//! cargo bench --bench noisy_knee -- --change 2,10,2 --phase 10 --seeds 6
 //! ```
 //!
 //! A benchmark, not a test: it prints a table and asserts nothing.
@@ -20,71 +39,88 @@
 mod args;
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use llmprobe::config::{self, Target, Workload};
+use llmprobe::config::{self, Config, Target, Workload};
 use llmprobe::probe::tls::Clients;
-use llmprobe::schedule::endpoint;
+use llmprobe::schedule::endpoint::{self, Reachable};
 use llmprobe::schedule::memory::Memory;
+use llmprobe::schedule::state::{self, StateDir};
+use llmprobe::stats::report::SweepReport;
 use llmprobe::stats::sample::Sample;
 use llmprobe::sweep::{Observer, SweepEnv};
 use tokio_util::sync::CancellationToken;
+
+/// The SLO's error limit (the defaults): a rate above it has knee 0.
+const LIMIT_PERCENT: f64 = 5.0;
 
 /// An engine to sweep and the knee it should give.
 struct Profile {
     name: &'static str,
     /// The faults added to `tiny`, inside its `simulator:` block.
-    faults: &'static str,
+    faults: String,
     /// The target's `slo:`, when not the defaults.
     slo: Option<&'static str>,
-    /// The true knee; None where the truth sits at the limit (5% and 10%
-    /// failures against a 5% SLO), so only the knees seen are shown.
+    /// The true knee; None where the truth sits at the limit (5% failures
+    /// against a 5% SLO), so only the knees seen are shown.
     truth: Option<u32>,
 }
 
-const PROFILES: &[Profile] = &[
+/// The true knee of `tiny` failing `percent` of requests under the default
+/// SLO: 8 under the limit, 0 over it, none at it.
+fn truth_at(percent: f64) -> Option<u32> {
+    if percent < LIMIT_PERCENT {
+        Some(8)
+    } else if percent > LIMIT_PERCENT {
+        Some(0)
+    } else {
+        None
+    }
+}
+
+fn fail(percent: f64) -> Profile {
     Profile {
-        name: "clean",
-        faults: "",
+        name: "",
+        faults: if percent > 0.0 {
+            format!(", fail_ratio: {}", percent / 100.0)
+        } else {
+            String::new()
+        },
         slo: None,
-        truth: Some(8),
-    },
-    Profile {
-        name: "fail-2%",
-        faults: ", fail_ratio: 0.02",
-        slo: None,
-        truth: Some(8),
-    },
-    Profile {
-        name: "fail-5%",
-        faults: ", fail_ratio: 0.05",
-        slo: None,
-        truth: None,
-    },
-    Profile {
-        name: "fail-10%",
-        faults: ", fail_ratio: 0.1",
-        slo: None,
-        truth: None,
-    },
-    Profile {
-        name: "fail-15%",
-        faults: ", fail_ratio: 0.15",
-        slo: None,
-        truth: Some(0),
-    },
+        truth: truth_at(percent),
+    }
+}
+
+fn profiles() -> Vec<Profile> {
+    let named = |name, percent| Profile {
+        name,
+        ..fail(percent)
+    };
     // The default p95 of 30 s is out of reach of any outlier a short bench
     // can hold; 2% of requests held 600 ms past a 500 ms p95 is the case of
     // one slow request of eight.
-    Profile {
-        name: "outliers-2%",
-        faults: ", slow_ratio: 0.02, slow_delay: 600ms",
+    let outliers = |name, ratio| Profile {
+        name,
+        faults: format!(", slow_ratio: {ratio}, slow_delay: 600ms"),
         slo: Some("{ p95_latency: 500ms }"),
         truth: Some(8),
-    },
-];
+    };
+    vec![
+        named("clean", 0.0),
+        named("fail-2%", 2.0),
+        named("fail-4%", 4.0),
+        named("fail-5%", 5.0),
+        named("fail-6%", 6.0),
+        // Twice the limit: knee 0 (issue 28).
+        named("fail-10%", 10.0),
+        named("fail-15%", 15.0),
+        outliers("outliers-2%", 0.02),
+        outliers("outliers-4%", 0.04),
+    ]
+}
 
 /// Counts requests sent (warm-up and counted alike).
 struct Sent(Arc<AtomicU64>);
@@ -118,69 +154,190 @@ targets:
     )
 }
 
-/// Knees and requests of every sweep of one profile, over `seeds` fresh
-/// engines and loops.
+/// The bench's scratch folder (configs, state directories).
+fn scratch_path() -> PathBuf {
+    std::env::temp_dir().join(format!("llmprobe-noisy-knee-{}", std::process::id()))
+}
+
+fn scratch() -> PathBuf {
+    let dir = scratch_path();
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A started engine: its config, target, and URL (stopped when dropped).
+struct Engine {
+    cfg: Config,
+    target: Arc<Target>,
+    reachable: Reachable,
+}
+
+async fn engine(p: &Profile, tag: &str, seed: u64) -> Engine {
+    let path = scratch().join(format!("{tag}-{seed}.yaml"));
+    std::fs::write(&path, config_yaml(p, seed)).unwrap();
+    let cfg = config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let target = cfg.targets[0].clone();
+    let reachable = endpoint::reach(&target).await.unwrap();
+    Engine {
+        cfg,
+        target,
+        reachable,
+    }
+}
+
+/// A client as a (re)started daemon makes it.
+fn sweep_env(cfg: &Config, sent: &Arc<AtomicU64>) -> SweepEnv {
+    SweepEnv::new(
+        Clients::new(Duration::from_secs(5)).unwrap(),
+        cfg.schedule.max_in_flight_total,
+        CancellationToken::new(),
+        Arc::new(Sent(sent.clone())),
+    )
+}
+
+/// Knees and requests of every sweep of one profile.
+#[derive(Default)]
 struct Row {
     knees: Vec<u32>,
     requests: Vec<f64>,
     failed: usize,
+    /// The longest run of wrong knees in one seed's sweeps.
+    longest_wrong: usize,
+    /// Knees of the first sweep after each restart (restart mode).
+    first_after_restart: Vec<u32>,
+    /// Knees of each seed's first sweep from an empty memory.
+    first_fresh: Vec<u32>,
+}
+
+impl Row {
+    /// Takes in one sweep of a loop.
+    fn sweep(&mut self, report: &SweepReport, requests: u64, seed: u64) {
+        if !report.success {
+            self.failed += 1;
+        }
+        if std::env::var_os("NOISY_DEBUG").is_some() {
+            debug_line(seed, report);
+        }
+        self.requests.push(requests as f64);
+        self.knees.push(knee_of(report));
+    }
+
+    /// Takes in the knees of one seed (its sweeps since `from`).
+    fn seed_done(&mut self, from: usize, truth: Option<u32>) {
+        if let Some(t) = truth {
+            self.longest_wrong = self
+                .longest_wrong
+                .max(longest_wrong(&self.knees[from..], t));
+        }
+    }
+}
+
+fn knee_of(report: &SweepReport) -> u32 {
+    report
+        .workloads
+        .first()
+        .map_or(0, |w| w.capacity.knee_concurrency)
+}
+
+/// The longest run of consecutive knees other than `truth`.
+fn longest_wrong(knees: &[u32], truth: u32) -> usize {
+    let (mut run, mut longest) = (0, 0);
+    for k in knees {
+        run = if *k == truth { 0 } else { run + 1 };
+        longest = longest.max(run);
+    }
+    longest
+}
+
+/// One loop sweep, counted.
+async fn counted_sweep(
+    memory: &mut Memory,
+    env: &SweepEnv,
+    e: &Engine,
+    sent: &AtomicU64,
+) -> (SweepReport, u64) {
+    let before = sent.load(Ordering::Relaxed);
+    let report = memory
+        .sweep(
+            env,
+            &e.target,
+            &e.reachable.base_url,
+            e.cfg.schedule.sweep_timeout,
+        )
+        .await;
+    (report, sent.load(Ordering::Relaxed) - before)
 }
 
 async fn run_profile(p: &Profile, seeds: std::ops::RangeInclusive<u64>, sweeps: usize) -> Row {
-    let dir = std::env::temp_dir().join(format!("llmprobe-noisy-knee-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut row = Row {
-        knees: vec![],
-        requests: vec![],
-        failed: 0,
-    };
+    let mut row = Row::default();
     for seed in seeds {
-        let path = dir.join(format!("{}-{seed}.yaml", p.name));
-        std::fs::write(&path, config_yaml(p, seed)).unwrap();
-        let cfg = config::load(&path).unwrap_or_else(|e| panic!("{e}"));
-        let target = cfg.targets[0].clone();
         // A fresh engine and loop per seed: nothing pooled across seeds.
-        let reachable = endpoint::reach(&target).await.unwrap();
+        let e = engine(p, p.name, seed).await;
         let sent = Arc::new(AtomicU64::new(0));
-        let env = SweepEnv::new(
-            Clients::new(Duration::from_secs(5)).unwrap(),
-            cfg.schedule.max_in_flight_total,
-            CancellationToken::new(),
-            Arc::new(Sent(sent.clone())),
-        );
-        let mut memory = Memory::new(&target);
-        for _ in 0..sweeps {
-            let before = sent.load(Ordering::Relaxed);
-            let report = memory
-                .sweep(
-                    &env,
-                    &target,
-                    &reachable.base_url,
-                    cfg.schedule.sweep_timeout,
-                )
-                .await;
-            if !report.success {
-                row.failed += 1;
+        let env = sweep_env(&e.cfg, &sent);
+        let mut memory = Memory::new(&e.target);
+        let from = row.knees.len();
+        for i in 0..sweeps {
+            let (report, n) = counted_sweep(&mut memory, &env, &e, &sent).await;
+            row.sweep(&report, n, seed);
+            if i == 0 {
+                row.first_fresh.push(knee_of(&report));
             }
-            if std::env::var_os("NOISY_DEBUG").is_some() {
-                debug_line(seed, &report);
-            }
-            row.requests
-                .push((sent.load(Ordering::Relaxed) - before) as f64);
-            row.knees.push(
-                report
-                    .workloads
-                    .first()
-                    .map_or(0, |w| w.capacity.knee_concurrency),
-            );
         }
+        row.seed_done(from, p.truth);
+    }
+    row
+}
+
+/// The daemon's restart: the memory saved to the state directory, the file
+/// read back, a new loop restored from it.
+fn restart(dir: &StateDir, e: &Engine, memory: &Memory) -> Memory {
+    dir.save(&e.target, memory.saved(), state::unix_now())
+        .unwrap_or_else(|err| panic!("{err}"));
+    let saved = dir
+        .load(&e.target, e.cfg.schedule.interval, state::unix_now())
+        .expect("the state just saved reads back");
+    Memory::restored(&e.target, saved)
+}
+
+/// Per seed one engine; a loop of `every` sweeps, restarted `restarts`
+/// times (each restart a new client and a memory read back from disk).
+async fn run_restarts(
+    p: &Profile,
+    seeds: std::ops::RangeInclusive<u64>,
+    restarts: usize,
+    every: usize,
+) -> Row {
+    let mut row = Row::default();
+    for seed in seeds {
+        let e = engine(p, p.name, seed).await;
+        let dir = StateDir::open(&scratch().join(format!("state-{}-{seed}", p.name))).unwrap();
+        let sent = Arc::new(AtomicU64::new(0));
+        let mut memory = Memory::new(&e.target);
+        let from = row.knees.len();
+        for lap in 0..=restarts {
+            if lap > 0 {
+                memory = restart(&dir, &e, &memory);
+            }
+            let env = sweep_env(&e.cfg, &sent);
+            for i in 0..every {
+                let (report, n) = counted_sweep(&mut memory, &env, &e, &sent).await;
+                row.sweep(&report, n, seed);
+                match (lap, i) {
+                    (0, 0) => row.first_fresh.push(knee_of(&report)),
+                    (_, 0) => row.first_after_restart.push(knee_of(&report)),
+                    _ => {}
+                }
+            }
+        }
+        row.seed_done(from, p.truth);
     }
     row
 }
 
 /// One sweep's levels on stderr (`NOISY_DEBUG=1`): how each verdict was
 /// reached, to tell why a sweep gave the knee it gave.
-fn debug_line(seed: u64, report: &llmprobe::stats::report::SweepReport) {
+fn debug_line(seed: u64, report: &SweepReport) {
     let Some(w) = report.workloads.first() else {
         return;
     };
@@ -221,9 +378,20 @@ fn load() -> String {
         .unwrap_or_else(|| "?".into())
 }
 
+fn count(k: &[u32], want: u32) -> usize {
+    k.iter().filter(|x| **x == want).count()
+}
+
 fn share(k: &[u32], want: u32) -> String {
-    let n = k.iter().filter(|x| **x == want).count();
-    format!("{:.1}%", 100.0 * n as f64 / k.len().max(1) as f64)
+    format!(
+        "{:.1}%",
+        100.0 * count(k, want) as f64 / k.len().max(1) as f64
+    )
+}
+
+/// `n/total (share)`.
+fn of(k: &[u32], want: u32) -> String {
+    format!("{}/{} ({})", count(k, want), k.len(), share(k, want))
 }
 
 fn knees(k: &[u32]) -> String {
@@ -238,8 +406,228 @@ fn knees(k: &[u32]) -> String {
         .join(" ")
 }
 
-fn main() {
+fn failed_note(row: &Row) -> String {
+    if row.failed > 0 {
+        format!("; {} sweeps failed", row.failed)
+    } else {
+        String::new()
+    }
+}
+
+fn normal_mode(rt: &tokio::runtime::Runtime, only: Option<&str>, first: u64, seeds: u64) {
     let sweeps: usize = args::parsed("--sweeps", 30);
+    println!(
+        "noisy knee: tiny engine (knee 8), levels 1..16, daemon defaults; \
+         {seeds} seeds (from {first}) x {sweeps} sweeps per profile\n"
+    );
+    println!(
+        "{:<12} {:>6} {:>10} {:>8} {:>9} {:>6} {:>8} {:>6} {:>6}  knees",
+        "profile", "sweeps", "true knee", "share", "knee 0", "wrong", "req/sw", "vs 0%", "load"
+    );
+    let mut clean: Option<f64> = None;
+    for p in profiles() {
+        if only.is_some_and(|o| o != p.name) {
+            continue;
+        }
+        let start = Instant::now();
+        let row = rt.block_on(run_profile(&p, first..=first + seeds - 1, sweeps));
+        let req = row.requests.iter().sum::<f64>() / row.requests.len().max(1) as f64;
+        // Only the clean profile is the base; run alone, a profile has none.
+        if p.name == "clean" {
+            clean = Some(req);
+        }
+        let vs = clean.map_or("-".into(), |c| format!("{:.2}", req / c));
+        let (truth, hit, wrong) = match p.truth {
+            Some(t) => (
+                t.to_string(),
+                share(&row.knees, t),
+                row.longest_wrong.to_string(),
+            ),
+            None => ("limit".into(), "-".into(), "-".into()),
+        };
+        println!(
+            "{:<12} {:>6} {:>10} {:>8} {:>9} {:>6} {:>8.1} {:>6} {:>6}  {}{}  ({:.0} s)",
+            p.name,
+            row.knees.len(),
+            truth,
+            hit,
+            share(&row.knees, 0),
+            wrong,
+            req,
+            vs,
+            load(),
+            knees(&row.knees),
+            failed_note(&row),
+            start.elapsed().as_secs_f64()
+        );
+    }
+}
+
+fn restart_mode(rt: &tokio::runtime::Runtime, only: Option<&str>, first: u64, seeds: u64) {
+    let restarts: usize = args::parsed("--restarts", 12);
+    let every: usize = args::parsed("--every", 3).max(1);
+    println!(
+        "noisy knee, restarts: tiny engine (knee 8), daemon defaults; {seeds} seeds (from \
+         {first}), per seed one engine and a loop restarted every {every} sweeps, {restarts} \
+         times (memory saved to the state dir, read back, restored)\n"
+    );
+    println!(
+        "{:<12} {:>5} {:>8} {:>6} {:>6} {:>20} {:>9} {:>20} {:>6} {:>6}  knees",
+        "profile",
+        "truth",
+        "restarts",
+        "sweeps",
+        "fresh",
+        "1st after restart",
+        "1st at 0",
+        "all sweeps",
+        "wrong",
+        "load"
+    );
+    for p in profiles() {
+        if only.is_some_and(|o| o != p.name) {
+            continue;
+        }
+        let start = Instant::now();
+        let row = rt.block_on(run_restarts(&p, first..=first + seeds - 1, restarts, every));
+        let (truth, fresh, after, all, wrong) = match p.truth {
+            Some(t) => (
+                t.to_string(),
+                format!("{}/{}", count(&row.first_fresh, t), row.first_fresh.len()),
+                of(&row.first_after_restart, t),
+                of(&row.knees, t),
+                row.longest_wrong.to_string(),
+            ),
+            None => (
+                "limit".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+            ),
+        };
+        println!(
+            "{:<12} {:>5} {:>8} {:>6} {:>6} {:>20} {:>9} {:>20} {:>6} {:>6}  {}{}  ({:.0} s)",
+            p.name,
+            truth,
+            row.first_after_restart.len(),
+            row.knees.len(),
+            fresh,
+            after,
+            count(&row.first_after_restart, 0),
+            all,
+            wrong,
+            load(),
+            knees(&row.knees),
+            failed_note(&row),
+            start.elapsed().as_secs_f64()
+        );
+    }
+}
+
+/// One loop through live changes of the error rate: per change, the first
+/// sweep after it (1 = the first) that gives the new truth, or None, and
+/// the loop's knees per phase.
+async fn run_change(rates: &[f64], phase: usize, seed: u64) -> (Vec<Option<usize>>, Vec<Vec<u32>>) {
+    let sent = Arc::new(AtomicU64::new(0));
+    let mut memory: Option<Memory> = None;
+    let mut env: Option<SweepEnv> = None;
+    let (mut shown, mut phases) = (vec![], vec![]);
+    for (i, rate) in rates.iter().enumerate() {
+        // A live change: another engine (faults are fixed at its start)
+        // under the same loop, client and memory.
+        let e = engine(&fail(*rate), "change", seed + 1000 * i as u64).await;
+        let memory = memory.get_or_insert_with(|| Memory::new(&e.target));
+        let env = env.get_or_insert_with(|| sweep_env(&e.cfg, &sent));
+        let mut k = vec![];
+        for _ in 0..phase {
+            let (report, _) = counted_sweep(memory, env, &e, &sent).await;
+            if std::env::var_os("NOISY_DEBUG").is_some() {
+                debug_line(seed, &report);
+            }
+            k.push(knee_of(&report));
+        }
+        if i > 0 {
+            shown.push(truth_at(*rate).and_then(|t| k.iter().position(|x| *x == t).map(|n| n + 1)));
+        }
+        phases.push(k);
+    }
+    (shown, phases)
+}
+
+fn change_mode(rt: &tokio::runtime::Runtime, spec: &str, first: u64, seeds: u64) {
+    let phase: usize = args::parsed("--phase", 10).max(1);
+    let rates: Vec<f64> = spec
+        .trim_start_matches("change-")
+        .split([',', '-'])
+        .map(|r| {
+            r.trim_end_matches('%')
+                .parse()
+                .expect("--change 2,10,2 (percent)")
+        })
+        .collect();
+    let names: Vec<String> = rates.iter().map(|r| format!("{r}%")).collect();
+    println!(
+        "noisy knee, live changes: tiny engine (knee 8), daemon defaults (at most 5% errors); \
+         errors {} , {phase} sweeps each; {seeds} loops (seeds from {first}); per change, the \
+         sweep that first shows the new knee (1 = the first after the change)\n",
+        names.join(" -> ")
+    );
+    let changes = rates.len().saturating_sub(1);
+    let mut all: Vec<Vec<Option<usize>>> = vec![vec![]; changes];
+    for seed in first..first + seeds {
+        let start = Instant::now();
+        let (shown, phases) = rt.block_on(run_change(&rates, phase, seed));
+        let cells: Vec<String> = shown
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                all[i].push(*s);
+                format!(
+                    "{}->{}: {}",
+                    names[i],
+                    names[i + 1],
+                    s.map_or("not shown".into(), |n| n.to_string())
+                )
+            })
+            .collect();
+        let knees: Vec<String> = phases
+            .iter()
+            .map(|k| k.iter().map(u32::to_string).collect::<Vec<_>>().join(" "))
+            .collect();
+        println!(
+            "seed {seed:<4} {}  | knees {}  (load {}, {:.0} s)",
+            cells.join(", "),
+            knees.join(" | "),
+            load(),
+            start.elapsed().as_secs_f64()
+        );
+    }
+    println!();
+    for (i, s) in all.iter().enumerate() {
+        let within = s.iter().filter(|n| n.is_some_and(|n| n <= 3)).count();
+        let mut dist: BTreeMap<String, usize> = BTreeMap::new();
+        for n in s {
+            *dist
+                .entry(n.map_or("never".into(), |n| format!("{n:>2}")))
+                .or_default() += 1;
+        }
+        let dist: Vec<String> = dist
+            .iter()
+            .map(|(k, v)| format!("{}x{v}", k.trim()))
+            .collect();
+        println!(
+            "{} -> {}: shown within 3 sweeps in {within}/{} loops ({:.1}%); sweeps until shown: {}",
+            names[i],
+            names[i + 1],
+            s.len(),
+            100.0 * within as f64 / s.len().max(1) as f64,
+            dist.join(" ")
+        );
+    }
+}
+
+fn main() {
     let seeds: u64 = args::parsed("--seeds", 4);
     // Another sample of loops than seeds 1..: `--first-seed 17 --seeds 64`.
     let first: u64 = args::parsed("--first-seed", 1);
@@ -248,48 +636,12 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    println!(
-        "noisy knee: tiny engine (knee 8), levels 1..16, daemon defaults; \
-         {seeds} seeds (from {first}) x {sweeps} sweeps per profile\n"
-    );
-    println!(
-        "{:<12} {:>6} {:>10} {:>8} {:>9} {:>8} {:>6} {:>6}  knees",
-        "profile", "sweeps", "true knee", "share", "knee 0", "req/sw", "vs 0%", "load"
-    );
-    let mut clean: Option<f64> = None;
-    for p in PROFILES {
-        if only.as_deref().is_some_and(|o| o != p.name) {
-            continue;
-        }
-        let start = Instant::now();
-        let row = rt.block_on(run_profile(p, first..=first + seeds - 1, sweeps));
-        let req = row.requests.iter().sum::<f64>() / row.requests.len().max(1) as f64;
-        // Only the clean profile is the base; run alone, a profile has none.
-        if p.name == "clean" {
-            clean = Some(req);
-        }
-        let vs = clean.map_or("-".into(), |c| format!("{:.2}", req / c));
-        let (truth, hit) = match p.truth {
-            Some(t) => (t.to_string(), share(&row.knees, t)),
-            None => ("limit".into(), "-".into()),
-        };
-        println!(
-            "{:<12} {:>6} {:>10} {:>8} {:>9} {:>8.1} {:>6} {:>6}  {}{}  ({:.0} s)",
-            p.name,
-            row.knees.len(),
-            truth,
-            hit,
-            share(&row.knees, 0),
-            req,
-            vs,
-            load(),
-            knees(&row.knees),
-            if row.failed > 0 {
-                format!("; {} sweeps failed", row.failed)
-            } else {
-                String::new()
-            },
-            start.elapsed().as_secs_f64()
-        );
+    if let Some(spec) = args::value("--change") {
+        change_mode(&rt, &spec, first, seeds);
+    } else if args::value("--restarts").is_some() {
+        restart_mode(&rt, only.as_deref(), first, seeds);
+    } else {
+        normal_mode(&rt, only.as_deref(), first, seeds);
     }
+    let _ = std::fs::remove_dir_all(scratch_path());
 }
