@@ -297,5 +297,8 @@ fn prompts_over_the_prompt_memory_cap_are_refused_naming_the_key() {
     );
     assert!(load_str(&yaml.replace("max_prompt_memory_mib: 1\n", ""), &[]).is_ok());
     let zero = problems(&yaml.replace("mib: 1", "mib: 0"), &[]);
-    assert!(zero.contains("max_prompt_memory_mib: must be at least 1"), "{zero}");
+    assert!(
+        zero.contains("max_prompt_memory_mib: must be at least 1"),
+        "{zero}"
+    );
 }
