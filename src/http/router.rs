@@ -714,7 +714,7 @@ mod tests {
             page.contains("<span class=\"badge failed\">failing: connect_error (1s ago)</span>"),
             "{page}"
         );
-        // Swept 300 s ago with a 60 s interval: 3 intervals and more.
+        // Swept 300 s ago (in 1 s) with a 60 s interval: past 3 x 61 s + 60 s.
         t.interval = Some(Duration::from_secs(60));
         let page = render_index(std::slice::from_ref(&t), now, true);
         assert!(

@@ -41,9 +41,12 @@ pub struct TargetStatus {
     pub interval: Option<Duration>,
 }
 
-/// Sweep intervals without a sweep after which a target is stale (as
-/// `LlmprobeSweepStale` and the overview dashboard count).
+/// Sweep intervals (each with a sweep's duration) without a sweep after
+/// which a target is stale, as `LlmprobeSweepStale` and the overview
+/// dashboard count...
 pub const STALE_AFTER_INTERVALS: f64 = 3.0;
+/// ...plus this, for scrape and evaluation delays.
+pub const STALE_GRACE_SECONDS: f64 = 60.0;
 
 impl TargetStatus {
     /// Where the target stands, in a word or two: "not measured yet", "ok",
@@ -59,13 +62,20 @@ impl TargetStatus {
         }
     }
 
-    /// [`TargetStatus::state`], or "stale" when no sweep has ended for
-    /// [`STALE_AFTER_INTERVALS`] intervals (the last one kept below it).
+    /// [`TargetStatus::state`], or "stale" when no sweep has ended for as
+    /// long as `LlmprobeSweepStale` waits: [`STALE_AFTER_INTERVALS`] times
+    /// the interval and the last sweep's duration, plus a minute (the last
+    /// state kept below it).
     pub fn health(&self, now_unix: f64) -> (&'static str, String) {
-        let last = self.report.as_deref().map(|r| r.finished_at_unix_seconds);
+        let last = self
+            .report
+            .as_deref()
+            .map(|r| (r.finished_at_unix_seconds, r.duration_seconds));
         match (last, self.interval) {
-            (Some(at), Some(every))
-                if now_unix - at > STALE_AFTER_INTERVALS * every.as_secs_f64() =>
+            (Some((at, took)), Some(every))
+                if now_unix - at
+                    > STALE_AFTER_INTERVALS * (every.as_secs_f64() + took)
+                        + STALE_GRACE_SECONDS =>
             {
                 let (_, state) = self.state();
                 ("stale", format!("stale (last: {state})"))
