@@ -8,7 +8,7 @@
 //! cargo bench --bench measurer                       # everything, ~3 minutes
 //! cargo bench --bench measurer -- --only accuracy,cost
 //! cargo bench --bench measurer -- --quick            # fewer requests, a smoke run
-//! cargo bench --bench measurer -- --only flood       # issue 29, ~5 minutes, not in "everything"
+//! cargo bench --bench measurer -- --only flood       # issue 29, ~7 minutes, not in "everything"
 //! ```
 //!
 //! Servers run in child processes (this binary in `serve-truth` mode, or
@@ -104,7 +104,7 @@ fn main() {
         if wants("engine") {
             engine(&client, scale).await;
         }
-        // Five minutes and a daemon of 150 targets: only when asked.
+        // Seven minutes and a daemon of 150 targets: only when asked.
         if only
             .as_ref()
             .is_some_and(|o| o.iter().any(|x| x == "flood"))
