@@ -8,6 +8,7 @@
 //! cargo bench --bench measurer                       # everything, ~3 minutes
 //! cargo bench --bench measurer -- --only accuracy,cost
 //! cargo bench --bench measurer -- --quick            # fewer requests, a smoke run
+//! cargo bench --bench measurer -- --only flood       # issue 29, ~7 minutes, not in "everything"
 //! ```
 //!
 //! Servers run in child processes (this binary in `serve-truth` mode, or
@@ -18,6 +19,7 @@
 //! ([`level`]), which keeps a level's concurrency as a sweep's does.
 
 mod accuracy;
+mod flood;
 mod os;
 mod truth;
 
@@ -101,6 +103,13 @@ fn main() {
         }
         if wants("engine") {
             engine(&client, scale).await;
+        }
+        // Seven minutes and a daemon of 150 targets: only when asked.
+        if only
+            .as_ref()
+            .is_some_and(|o| o.iter().any(|x| x == "flood"))
+        {
+            flood::flood(scale).await;
         }
     });
 }
@@ -223,7 +232,11 @@ fn free_addr() -> String {
 
 /// Waits until `url` answers 200 (servers take a moment to start).
 async fn wait_http(url: &str) {
-    let http = reqwest::Client::new();
+    wait_http_with(&reqwest::Client::new(), url).await
+}
+
+/// [`wait_http`] with this client (an HTTPS one, say).
+async fn wait_http_with(http: &reqwest::Client, url: &str) {
     for _ in 0..200 {
         if let Ok(r) = http.get(url).send().await {
             if r.status().is_success() {
