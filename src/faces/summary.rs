@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use crate::faces::text;
-use crate::stats::report::SweepReport;
+use crate::stats::report::{SweepReport, WorkloadReport};
 
 /// One row of the summary: a target and workload, its cells as shown.
 pub struct Row {
@@ -53,23 +53,34 @@ pub fn rows(reports: &[SweepReport]) -> Vec<Row> {
             continue;
         }
         for w in &r.workloads {
-            let c = &w.capacity;
+            let [knee, max_in_flight, limit, sustained] = capacity_cells(w);
             rows.push(Row {
                 target: r.target.clone(),
                 workload: w.workload.clone(),
                 status: status.clone(),
-                knee: text::knee(c),
-                max_in_flight: c.recommended_max_in_flight.to_string(),
-                limit: c.limit.map_or("-", |l| l.as_str()).to_string(),
-                sustained: c
-                    .sustained
-                    .as_ref()
-                    .and_then(|s| s.requests_per_second)
-                    .map_or("-".into(), |r| format!("{r:.2} req/s")),
+                knee,
+                max_in_flight,
+                limit,
+                sustained,
             });
         }
     }
     rows
+}
+
+/// A workload's knee, recommended max_in_flight, limit and sustained rate
+/// as the summary and the daemon's index page show them.
+pub fn capacity_cells(w: &WorkloadReport) -> [String; 4] {
+    let c = &w.capacity;
+    [
+        text::knee(c),
+        c.recommended_max_in_flight.to_string(),
+        c.limit.map_or("-", |l| l.as_str()).to_string(),
+        c.sustained
+            .as_ref()
+            .and_then(|s| s.requests_per_second)
+            .map_or("-".into(), |r| format!("{r:.2} req/s")),
+    ]
 }
 
 impl Row {
@@ -122,37 +133,25 @@ pub fn text(reports: &[SweepReport]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::report::{Capacity, Limit, WorkloadReport};
+    use crate::stats::report::{Capacity, Limit};
 
     fn report(name: &str, knee: u32, success: bool) -> SweepReport {
+        let chat = WorkloadReport {
+            workload: "chat".into(),
+            capacity: Capacity {
+                knee_concurrency: knee,
+                recommended_max_in_flight: knee * 9 / 10,
+                limit: Some(Limit::Shed),
+                ..Capacity::default()
+            },
+            ..WorkloadReport::default()
+        };
         SweepReport {
             target: name.into(),
-            kind: Default::default(),
             model: "m".into(),
             success,
-            error: None,
-            setup_error: None,
-            duration_seconds: 1.0,
-            finished_at_unix_seconds: 0.0,
-            setup: Default::default(),
-            output_limit: Default::default(),
-            server_metrics: Default::default(),
-            workloads: if success {
-                vec![WorkloadReport {
-                    workload: "chat".into(),
-                    levels: Vec::new(),
-                    skipped_levels: Vec::new(),
-                    carried_levels: Vec::new(),
-                    capacity: Capacity {
-                        knee_concurrency: knee,
-                        recommended_max_in_flight: knee * 9 / 10,
-                        limit: Some(Limit::Shed),
-                        ..Capacity::default()
-                    },
-                }]
-            } else {
-                Vec::new()
-            },
+            workloads: if success { vec![chat] } else { Vec::new() },
+            ..SweepReport::default()
         }
     }
 

@@ -25,9 +25,9 @@ use tokio::sync::{mpsc, oneshot};
 use crate::faces::html::escape::{escape, path_segment};
 use crate::faces::html::page;
 use crate::faces::html::settings::TargetSettings;
+use crate::faces::summary;
 use crate::http::reloads::ReloadGate;
 use crate::metrics::{Metrics, TEXT_CONTENT_TYPE};
-use crate::stats::report::WorkloadReport;
 use crate::stats::status::TargetStatus;
 
 /// How long `POST /-/reload` waits for the reload to finish before answering
@@ -349,33 +349,22 @@ impl Columns {
             return Columns::default();
         };
         let named = r.workloads.len() > 1;
-        let join = |cell: &dyn Fn(&WorkloadReport) -> String| {
-            r.workloads
-                .iter()
-                .map(|w| {
-                    if named {
-                        format!("{} {}", w.workload, cell(w))
-                    } else {
-                        cell(w)
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let sustained = |w: &WorkloadReport| match w
-            .capacity
-            .sustained
-            .as_ref()
-            .and_then(|s| s.requests_per_second)
-        {
-            Some(rate) => format!("{rate:.2} req/s"),
-            None => "-".to_string(),
-        };
+        let mut columns: [Vec<String>; 4] = Default::default();
+        for w in &r.workloads {
+            for (column, cell) in columns.iter_mut().zip(summary::capacity_cells(w)) {
+                column.push(if named {
+                    format!("{} {cell}", w.workload)
+                } else {
+                    cell
+                });
+            }
+        }
+        let [knee, max_in_flight, limit, sustained] = columns.map(|c| c.join(", "));
         Columns {
-            knee: join(&|w| w.capacity.knee_concurrency.to_string()),
-            max_in_flight: join(&|w| w.capacity.recommended_max_in_flight.to_string()),
-            limit: join(&|w| w.capacity.limit.map_or("-", |l| l.as_str()).to_string()),
-            sustained: join(&sustained),
+            knee,
+            max_in_flight,
+            limit,
+            sustained,
         }
     }
 }
@@ -669,28 +658,21 @@ mod tests {
         let mut t = TargetStatus::new("w1", "m");
         t.record(&SweepReport {
             target: "w1".into(),
-            kind: Default::default(),
             model: "m".into(),
             success: true,
-            error: None,
-            setup_error: None,
             duration_seconds: 1.0,
             finished_at_unix_seconds: 1_700_000_000.0,
-            setup: Default::default(),
-            output_limit: Default::default(),
-            server_metrics: Default::default(),
             workloads: vec![WorkloadReport {
                 workload: "chat".into(),
-                levels: Vec::new(),
-                skipped_levels: Vec::new(),
-                carried_levels: Vec::new(),
                 capacity: Capacity {
                     knee_concurrency: 8,
                     recommended_max_in_flight: 7,
                     limit: Some(crate::stats::report::Limit::Shed),
                     ..Capacity::default()
                 },
+                ..WorkloadReport::default()
             }],
+            ..SweepReport::default()
         });
         t.record_probe(
             &probe(ProbeOutcome::Request(Outcome::Ok), Some(0.023)),
@@ -735,17 +717,10 @@ mod tests {
         let now = UNIX_EPOCH + Duration::from_secs(1_700_000_300);
         // A report with three workloads of 12 levels each and a long error.
         let report = SweepReport {
-            target: String::new(),
-            kind: Default::default(),
             model: "m".into(),
             success: true,
-            error: None,
-            setup_error: None,
             duration_seconds: 1.0,
             finished_at_unix_seconds: 1_700_000_000.0,
-            setup: Default::default(),
-            output_limit: Default::default(),
-            server_metrics: Default::default(),
             workloads: ["short-chat", "long-documents", "rag"]
                 .iter()
                 .map(|w| WorkloadReport {
@@ -756,15 +731,15 @@ mod tests {
                             ..LevelSummary::default()
                         })
                         .collect(),
-                    skipped_levels: Vec::new(),
-                    carried_levels: Vec::new(),
                     capacity: Capacity {
                         knee_concurrency: 128,
                         recommended_max_in_flight: 115,
                         ..Capacity::default()
                     },
+                    ..WorkloadReport::default()
                 })
                 .collect(),
+            ..SweepReport::default()
         };
         let statuses = |n: usize| -> Vec<TargetStatus> {
             (0..n)

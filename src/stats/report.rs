@@ -438,7 +438,7 @@ pub enum FoundIn {
 }
 
 /// Results of one workload on one target.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadReport {
     /// Workload name.
     pub workload: String,
@@ -479,7 +479,7 @@ impl SweepKind {
 }
 
 /// Results of one sweep of one target.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SweepReport {
     /// Target name.
     pub target: String,

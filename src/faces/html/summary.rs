@@ -46,17 +46,7 @@ mod tests {
     fn targets_link_to_their_sections_escaped() {
         let report = |name: &str| SweepReport {
             target: name.into(),
-            kind: Default::default(),
-            model: "m".into(),
-            success: false,
-            error: None,
-            setup_error: None,
-            duration_seconds: 1.0,
-            finished_at_unix_seconds: 0.0,
-            setup: Default::default(),
-            output_limit: Default::default(),
-            server_metrics: Default::default(),
-            workloads: Vec::new(),
+            ..SweepReport::default()
         };
         let reports = [report("a"), report("worker-<2>")];
         let h = table(&reports);
