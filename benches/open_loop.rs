@@ -38,20 +38,22 @@ struct Engine {
     sim: &'static str,
     /// p95 latency limit, seconds.
     p95: f64,
-    /// The Erlang B reference (places, seconds per request), for a loss system.
-    erlang: Option<(u32, f64)>,
+    /// The Erlang B reference's places, for a loss system (the time a
+    /// request holds one is the engine's own model of a lone request).
+    erlang: Option<u32>,
 }
 
 const TOKENS: u32 = 16;
 
 const ENGINES: &[Engine] = &[
     // 8 sequences decoded together at 15 ms a token whatever the batch, 503
-    // above 8 in flight: 16 tokens take 0.24 s, an M/D/8/8 loss system.
+    // above 8 in flight: 16 tokens and the step a request waits to join
+    // take 0.255 s, an M/D/8/8 loss system.
     Engine {
         name: "shed",
         sim: "{ profile: tiny, max_batch: 8, max_in_flight: 8, step_base: 15ms, step_per_sequence: 0us }",
         p95: 5.0,
-        erlang: Some((8, 0.24)),
+        erlang: Some(8),
     },
     // 4 sequences at once at 10 ms a token (0.16 s each), no admission
     // limit: the rest wait. The p95 limit binds.
@@ -161,6 +163,18 @@ async fn check(base_url: &str, rate: f64, n: usize, seed: u64) -> Check {
     }
 }
 
+/// The seconds a lone request holds a place by the simulated engine's own
+/// model (`SimParams::predicted_latency`: a step to join, prefill, a step
+/// per token); the prompts are a dozen tokens.
+fn model_hold(endpoint: &config::Endpoint) -> Option<f64> {
+    match endpoint {
+        config::Endpoint::Simulator(p) => {
+            Some(p.predicted_latency(1, 12, u64::from(TOKENS)).as_secs_f64())
+        }
+        config::Endpoint::Url(_) => None,
+    }
+}
+
 fn main() {
     let seeds: u64 = args::parsed("--seeds", 4);
     let n: usize = args::parsed("--check", 1000);
@@ -222,6 +236,7 @@ fn main() {
                 };
                 let reference = e
                     .erlang
+                    .zip(model_hold(&target.endpoint))
                     .map(|(places, hold)| erlang::load_for(places, 0.05) / hold);
                 let rate = s.requests_per_second.unwrap_or(0.0);
                 let (c1, c2) = if rate > 0.0 && s.status != SustainedStatus::NotMeasured {

@@ -1,6 +1,7 @@
 //! Erlang B: the share of Poisson arrivals a server with `n` places and no
-//! queue turns away. It gives the open-loop rate search its first guess on
-//! a server that sheds, and the benchmark its reference value.
+//! queue turns away; Erlang C: the share that waits when the rest queue.
+//! They give the open-loop rate search its first guess on a server that
+//! sheds or queues, and the benchmark its reference value.
 
 /// The blocking probability B(n, a) of `n` places offered `a` erlangs
 /// (arrival rate times mean holding time), by the stable recurrence
@@ -34,6 +35,28 @@ pub fn load_for(n: u32, share: f64) -> f64 {
     0.5 * (lo + hi)
 }
 
+/// The probability C(n, a) that a Poisson arrival to `n` servers offered
+/// `a` erlangs waits (M/M/n with an unbounded queue); 1 when `a >= n`.
+pub fn waiting(n: u32, a: f64) -> f64 {
+    let n_f = f64::from(n);
+    if n == 0 || a >= n_f {
+        return 1.0;
+    }
+    let b = blocking(n, a);
+    b / (1.0 - (a / n_f) * (1.0 - b))
+}
+
+/// The share of arrivals that wait longer than `t` seconds in a queue
+/// before `n` servers of `mu` requests per second each, at `rate`
+/// arrivals per second (M/M/n): C(n, a) e^(-(n mu - rate) t).
+pub fn wait_over(n: u32, mu: f64, rate: f64, t: f64) -> f64 {
+    let capacity = f64::from(n) * mu;
+    if rate >= capacity {
+        return 1.0;
+    }
+    waiting(n, rate / mu) * (-(capacity - rate) * t.max(0.0)).exp()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,5 +80,18 @@ mod tests {
         // 16 req/s in a closed loop; 5% blocking comes at 9.1 req/s.
         let rate = a / 0.5;
         assert!((rate / 16.0 - 0.57).abs() < 0.01, "{}", rate / 16.0);
+    }
+
+    #[test]
+    fn waiting_matches_erlang_c() {
+        // Textbook value: 2 servers offered 1 erlang, C = 1/3.
+        assert!((waiting(2, 1.0) - 1.0 / 3.0).abs() < 1e-12);
+        // One server: C = rho.
+        assert!((waiting(1, 0.7) - 0.7).abs() < 1e-12);
+        assert_eq!(waiting(4, 4.0), 1.0);
+        // M/M/1 at rho 0.5, mu 1: P(Wq > t) = 0.5 e^(-0.5 t).
+        let p = wait_over(1, 1.0, 0.5, 2.0);
+        assert!((p - 0.5 * (-1.0f64).exp()).abs() < 1e-12, "{p}");
+        assert_eq!(wait_over(2, 1.0, 2.0, 1.0), 1.0);
     }
 }

@@ -20,27 +20,80 @@ pub const MAX_OF_CLOSED_LOOP: f64 = 0.9;
 /// server that breaks even there sustains nothing worth sizing on.
 pub const MIN_OF_CLOSED_LOOP: f64 = 0.05;
 /// Share of the closed-loop rate the search starts from when a queue (not
-/// shedding) binds: queueing delay grows steeply near saturation, so the
-/// p95 usually holds up to about this share.
+/// shedding) binds and the ladder gave no latency to model it with:
+/// queueing delay grows steeply near saturation, so the p95 usually holds
+/// up to about this share.
 pub const QUEUE_START: f64 = 0.7;
+/// A queue's wait before servers of a near-constant service time, as a
+/// share of the M/M/n wait at the same load: for M/D/n it is about half
+/// (the Pollaczek-Khinchine factor (1 + cv^2) / 2 with cv = 0).
+pub const CONSTANT_SERVICE_WAIT: f64 = 0.5;
 
-/// Where the search starts, from the closed-loop ladder: the Erlang B rate
-/// for `places` (the knee) and the service time at the knee when shedding
-/// binds, else a share of the closed-loop rate. (rate, how it was chosen).
-pub fn predict(
-    closed_loop_rate: f64,
-    knee: u32,
-    sheds: bool,
-    max_shed_ratio: f64,
-) -> (f64, &'static str) {
-    if sheds && knee > 0 && closed_loop_rate > 0.0 {
-        // Little's law at the knee: the mean time a request holds a place.
-        let hold = f64::from(knee) / closed_loop_rate;
-        let load = erlang::load_for(knee, max_shed_ratio.max(1e-3));
-        (load / hold, "erlang_b")
-    } else {
-        (closed_loop_rate * QUEUE_START, "queue")
+/// What the closed-loop ladder says of a server, for the search's first
+/// guess.
+#[derive(Debug, Clone, Copy)]
+pub struct Model {
+    /// Completion rate at the knee, requests per second.
+    pub closed_loop_rate: f64,
+    /// The knee, requests in flight.
+    pub knee: u32,
+    /// Whether shedding (503s, 429s) decided the knee.
+    pub sheds: bool,
+    /// The SLO's largest shed ratio.
+    pub max_shed_ratio: f64,
+    /// The SLO's p95 latency limit, seconds.
+    pub p95_limit: f64,
+    /// Latency of a request alone (the lowest level), p50 and p95, seconds.
+    pub alone: Option<(f64, f64)>,
+}
+
+/// Where the search starts, and how it was chosen:
+/// - `erlang_b` when shedding binds: the Erlang B rate for the knee's
+///   places and the time a request holds a place there (Little's law:
+///   knee / closed-loop rate);
+/// - `erlang_c` when a queue binds: as many servers as the closed-loop rate
+///   times a lone request's latency, and the highest rate at which the
+///   wait that 5% of arrivals exceed fits in the p95 limit less a lone
+///   request's p95 (M/M/n's wait, halved for a constant service time);
+/// - `queue`, a share of the closed-loop rate, when there is no latency to
+///   model with.
+pub fn predict(m: &Model) -> (f64, &'static str) {
+    if m.knee == 0 || m.closed_loop_rate <= 0.0 || m.closed_loop_rate.is_nan() {
+        return (m.closed_loop_rate * QUEUE_START, "queue");
     }
+    if m.sheds {
+        let hold = f64::from(m.knee) / m.closed_loop_rate;
+        let load = erlang::load_for(m.knee, m.max_shed_ratio.max(1e-3));
+        return (load / hold, "erlang_b");
+    }
+    match queue_rate(m) {
+        Some(rate) => (rate, "erlang_c"),
+        None => (m.closed_loop_rate * QUEUE_START, "queue"),
+    }
+}
+
+/// The `erlang_c` prediction; None when a lone request's latency is unknown
+/// or already over the limit.
+fn queue_rate(m: &Model) -> Option<f64> {
+    let (p50, p95) = m.alone?;
+    let allowance = m.p95_limit - p95;
+    if !(p50 > 0.0 && allowance > 0.0 && allowance.is_finite()) {
+        return None;
+    }
+    let closed = m.closed_loop_rate;
+    let servers = ((closed * p50).round() as u32).clamp(1, m.knee);
+    let mu = closed / f64::from(servers);
+    let t = allowance / CONSTANT_SERVICE_WAIT;
+    let (mut lo, mut hi) = (0.0f64, closed);
+    for _ in 0..60 {
+        let mid = 0.5 * (lo + hi);
+        if erlang::wait_over(servers, mu, mid, t) <= crate::stats::verdict::SLOW_SHARE {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    (lo > 0.0).then_some(lo)
 }
 
 /// The state of one search.
@@ -56,8 +109,9 @@ pub struct Search {
     /// Lowest rate that broke.
     hi: Option<f64>,
     next: Option<f64>,
-    /// A warm start's first step up is one resolution, not a full widening.
-    warm: bool,
+    /// A start expected near the limit steps up one resolution first, not
+    /// a full widening.
+    near: bool,
 }
 
 /// How the search ended, once [`Search::next`] is None.
@@ -73,10 +127,10 @@ pub enum Found {
 
 impl Search {
     /// A search from `start`, between a share of the closed-loop rate and
-    /// `max` (the highest rate worth trying); `warm`
-    /// when `start` is the last sustained rate (checked with one step above
-    /// it before widening).
-    pub fn new(start: f64, closed_loop_rate: f64, max: f64, resolution: f64, warm: bool) -> Self {
+    /// `max` (the highest rate worth trying); `near` when `start` is
+    /// expected near the limit (the last sustained rate, or a queueing
+    /// model's prediction): checked with one step above it before widening.
+    pub fn new(start: f64, closed_loop_rate: f64, max: f64, resolution: f64, near: bool) -> Self {
         let min = closed_loop_rate * MIN_OF_CLOSED_LOOP;
         Search {
             resolution,
@@ -86,7 +140,7 @@ impl Search {
             lo: None,
             hi: None,
             next: Some(start.clamp(min, max)),
-            warm,
+            near,
         }
     }
 
@@ -117,27 +171,33 @@ impl Search {
     }
 
     fn plan_next(&mut self) {
-        let up = if self.warm {
+        let factor = if self.near {
             1.0 + self.resolution
         } else {
             WIDEN
         };
-        self.warm = false;
+        self.near = false;
         self.next = match (self.lo, self.hi) {
-            (Some(lo), Some(hi)) if hi <= lo * (1.0 + self.resolution) => None,
+            (Some(lo), Some(hi)) if self.within(lo, hi) => None,
             (Some(lo), Some(hi)) => Some((lo * hi).sqrt()),
             (Some(lo), None) if lo >= self.max => None,
-            (Some(lo), None) => Some((lo * up).min(self.max)),
+            (Some(lo), None) => Some((lo * factor).min(self.max)),
             (None, Some(hi)) if hi <= self.min => None,
-            (None, Some(hi)) => Some((hi / WIDEN).max(self.min)),
+            (None, Some(hi)) => Some((hi / factor).max(self.min)),
             (None, None) => self.next,
         };
+    }
+
+    /// Whether a pass at `lo` and a break at `hi` are within the resolution
+    /// (one resolution step apart counts, whatever the rounding).
+    fn within(&self, lo: f64, hi: f64) -> bool {
+        hi <= lo * (1.0 + self.resolution) * (1.0 + 1e-9)
     }
 
     /// What the steps so far found.
     pub fn found(&self) -> Option<Found> {
         match (self.lo, self.hi) {
-            (Some(lo), Some(hi)) if hi <= lo * (1.0 + self.resolution) => Some(Found::Rate(lo)),
+            (Some(lo), Some(hi)) if self.within(lo, hi) => Some(Found::Rate(lo)),
             (Some(lo), _) if self.next.is_none() => Some(Found::AtLeast(lo)),
             (None, Some(_)) if self.next.is_none() => Some(Found::Zero),
             _ => None,
@@ -205,6 +265,14 @@ mod tests {
     }
 
     #[test]
+    fn a_near_start_that_breaks_steps_down_one_resolution() {
+        let (found, tried) = run(6.0, 5.5, true);
+        assert_eq!(tried.len(), 2, "{tried:?}");
+        assert!((tried[1] - 6.0 / 1.1).abs() < 1e-9, "{tried:?}");
+        assert_eq!(found, Some(Found::Rate(6.0 / 1.1)));
+    }
+
+    #[test]
     fn bounds_say_when_the_limit_was_not_found() {
         let (found, tried) = run(5.0, 1000.0, false);
         assert_eq!(found, Some(Found::AtLeast(20.0)));
@@ -214,13 +282,47 @@ mod tests {
         assert_eq!(*tried.last().unwrap(), 0.5);
     }
 
+    fn model(closed: f64, knee: u32, sheds: bool, alone: Option<(f64, f64)>) -> Model {
+        Model {
+            closed_loop_rate: closed,
+            knee,
+            sheds,
+            max_shed_ratio: 0.05,
+            p95_limit: 0.5,
+            alone,
+        }
+    }
+
     #[test]
     fn the_prediction_for_a_shedding_server_is_erlang_b() {
         // 8 places, 0.5 s each: 16 req/s closed loop, 5% blocking at 9.1.
-        let (rate, how) = predict(16.0, 8, true, 0.05);
+        let (rate, how) = predict(&model(16.0, 8, true, None));
         assert_eq!(how, "erlang_b");
         assert!((rate - 9.08).abs() < 0.05, "{rate}");
-        let (rate, how) = predict(10.0, 4, false, 0.05);
+        let (rate, how) = predict(&model(10.0, 4, false, None));
         assert_eq!((rate, how), (7.0, "queue"));
+    }
+
+    #[test]
+    fn the_prediction_for_a_queueing_server_is_erlang_c() {
+        // 4 servers of 0.163 s (24.6 req/s saturated), p95 limit 0.5 s: the
+        // wait 5% exceed may reach 0.32 s, 0.64 s of M/M/4 wait; Erlang C
+        // puts that near 20.4 req/s (C(4, 3.3) = 0.64, e^(-4.2 x 0.64)).
+        let m = model(24.6, 8, false, Some((0.163, 0.18)));
+        let (rate, how) = predict(&m);
+        assert_eq!(how, "erlang_c");
+        assert!((rate - 20.4).abs() < 0.5, "{rate}");
+        let tail = erlang::wait_over(4, 24.6 / 4.0, rate, 0.64);
+        assert!((tail - 0.05).abs() < 1e-6, "{tail}");
+        // A lone request already over the limit: no model, a share.
+        let (rate, how) = predict(&model(24.6, 8, false, Some((0.6, 0.7))));
+        assert_eq!((rate, how), (24.6 * QUEUE_START, "queue"));
+        // A looser limit moves the prediction up, never past saturation.
+        let loose = Model {
+            p95_limit: 30.0,
+            ..m
+        };
+        let (rate, _) = predict(&loose);
+        assert!(rate > 24.0 && rate < 24.6, "{rate}");
     }
 }

@@ -719,7 +719,7 @@ pub struct Sustained {
     /// The rate the search started from (its prediction, or the last
     /// sustained rate for a warm start).
     pub start_requests_per_second: f64,
-    /// How the start was chosen: `erlang_b`, `queue` or `warm`.
+    /// How the start was chosen: `erlang_b`, `erlang_c`, `queue` or `warm`.
     pub start_from: String,
     /// The closed-loop rate at the knee, for comparison.
     pub closed_loop_requests_per_second: f64,

@@ -98,6 +98,9 @@ pub struct StepPlan {
     /// strict pass rule ([`PASS_CONFIDENCE`]); the shorter steps that steer
     /// the search pass on their observed shares, as levels do.
     pub confirming: bool,
+    /// Counts of the earlier steps at the same rate that a confirmation
+    /// pools with its own (none for a step that steers).
+    pub prior: Counts,
 }
 
 /// Judges one step: the same verdict as a closed-loop level (shed and error
@@ -109,11 +112,22 @@ pub fn judge_step(plan: StepPlan, m: &StepMeasure, slo: &Slo, confidence: f64) -
         .map(|a| as_scheduled(&a.sample, a.lag))
         .collect();
     let counts = Counts::of(&scheduled, slo);
-    let mut v = verdict::decide(&[], &counts, slo, confidence);
+    let window: &[Counts] = if plan.prior.ended > 0 {
+        std::slice::from_ref(&plan.prior)
+    } else {
+        &[]
+    };
+    let mut v = verdict::decide(window, &counts, slo, confidence);
     if m.stopped_early {
         v.decision = Decision::Break;
     }
-    if plan.confirming && v.decision == Decision::Pass && !clearly_within(&counts, slo) {
+    // The pool is left out when it differs from this step beyond chance.
+    let evidence = if v.pooled_sweeps > 0 {
+        plan.prior + counts
+    } else {
+        counts
+    };
+    if plan.confirming && v.decision == Decision::Pass && !clearly_within(&evidence, slo) {
         v.decision = Decision::Undecided;
     }
     v.counted_as = v.decision;
@@ -230,6 +244,7 @@ mod tests {
             scheduled: 42,
             uncounted: 2,
             confirming: false,
+            prior: Counts::default(),
         }
     }
 
@@ -327,5 +342,38 @@ mod tests {
             judge_step(plan(), &m, &slo(), 0.95).result,
             StepResult::Undecided
         );
+    }
+
+    #[test]
+    fn a_confirmation_pools_the_steps_before_it_at_its_rate() {
+        // 1 shed of 40 alone is clearly within 5% at 50% confidence...
+        let mut m = measure(0.0, 100);
+        m.arrivals[0].sample = Sample::failed(Outcome::Shed, Some(503), "shed");
+        let alone = StepPlan {
+            confirming: true,
+            ..plan()
+        };
+        assert_eq!(judge_step(alone, &m, &slo(), 0.95).result, StepResult::Pass);
+        // ...but not with an earlier step at the rate that shed 3 of 40:
+        // 4 of 80 is 5% observed, its median-unbiased bound over it.
+        let earlier = judge_step(
+            plan(),
+            &{
+                let mut e = measure(0.0, 100);
+                for a in e.arrivals.iter_mut().take(3) {
+                    a.sample = Sample::failed(Outcome::Shed, Some(503), "shed");
+                }
+                e
+            },
+            &slo(),
+            0.95,
+        );
+        let pooled = StepPlan {
+            prior: earlier.verdict.counts,
+            ..alone
+        };
+        let c = judge_step(pooled, &m, &slo(), 0.95);
+        assert_eq!(c.verdict.requests, 80);
+        assert_eq!(c.result, StepResult::Undecided);
     }
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::{SustainedSearch, Target};
 use crate::stats::arrivals;
+use crate::stats::decision::Counts;
 use crate::stats::rate_search::{self, Found, Search};
 use crate::stats::report::{Capacity, LevelSummary, Limit};
 use crate::stats::sustained::{
@@ -104,9 +105,22 @@ pub(crate) async fn search(
     let warm = last
         .and_then(|s| s.requests_per_second)
         .filter(|r| *r > 0.0);
+    let alone = ladder
+        .levels
+        .iter()
+        .filter(|l| l.concurrency > 0)
+        .min_by_key(|l| l.concurrency)
+        .and_then(|l| Some((l.latency_seconds.p50?, l.latency_seconds.p95?)));
     let (start, from) = match warm {
         Some(r) => (r, "warm"),
-        None => rate_search::predict(closed, knee, sheds, target.slo.max_shed_ratio),
+        None => rate_search::predict(&rate_search::Model {
+            closed_loop_rate: closed,
+            knee,
+            sheds,
+            max_shed_ratio: target.slo.max_shed_ratio,
+            p95_limit: target.slo.p95_latency.as_secs_f64(),
+            alone,
+        }),
     };
     let ceiling = settings
         .max_in_flight
@@ -155,7 +169,10 @@ pub(crate) async fn search(
         } else {
             rate_search::MAX_OF_CLOSED_LOOP
         };
-    let mut search = Search::new(start, closed, max, settings.resolution, warm.is_some());
+    // A model's prediction is trusted as the last rate is: one resolution
+    // above it first, not a widening.
+    let near = from != "queue";
+    let mut search = Search::new(start, closed, max, settings.resolution, near);
     let (stopped, unconfirmed) = walk(run, target, ceiling, &steps, &mut search, &mut out).await;
     drop(places);
     out.measured_at_unix_seconds = unix_now();
@@ -179,11 +196,14 @@ struct Steps {
 }
 
 impl Steps {
-    /// Counted and uncounted (warm-up) requests of a step at `rate`.
-    fn size(&self, rate: f64, confirming: bool) -> (u64, u64) {
+    /// Counted and uncounted (warm-up) requests of a step at `rate`; a
+    /// confirmation sends what its earlier steps at the rate (`pooled`
+    /// counted requests) leave to [`CONFIRM_FACTOR`] times a step, and at
+    /// least one step.
+    fn size(&self, rate: f64, confirming: bool, pooled: u64) -> (u64, u64) {
         let base = MIN_STEP_REQUESTS.max((rate * STEP_LATENCIES * self.hold).ceil() as u64);
         let counted = if confirming {
-            base * CONFIRM_FACTOR
+            (base * CONFIRM_FACTOR).saturating_sub(pooled).max(base)
         } else {
             base
         };
@@ -191,8 +211,8 @@ impl Steps {
     }
 
     /// Requests and time a step at `rate` takes.
-    fn cost(&self, rate: f64, confirming: bool) -> (u64, Duration) {
-        let (n, u) = self.size(rate, confirming);
+    fn cost(&self, rate: f64, confirming: bool, pooled: u64) -> (u64, Duration) {
+        let (n, u) = self.size(rate, confirming, pooled);
         (
             n + u,
             Duration::from_secs_f64((n + u) as f64 / rate + self.hold),
@@ -205,10 +225,11 @@ impl Steps {
     }
 
     /// Whether an exploring step at `rate` fits with room left for a
-    /// confirmation at the same rate.
+    /// confirmation at the same rate, pooled with it.
     fn explore(&self, rate: f64, spent: u64) -> bool {
-        let (n, t) = self.cost(rate, false);
-        let (c, ct) = self.cost(rate, true);
+        let (n, t) = self.cost(rate, false, 0);
+        let (counted, _) = self.size(rate, false, 0);
+        let (c, ct) = self.cost(rate, true, counted);
         self.fits(spent, n + c, t + ct)
     }
 
@@ -244,8 +265,14 @@ async fn walk(
         else {
             return (stopped, None);
         };
-        let (counted, uncounted) = steps.size(rate, confirming);
-        let (total, time) = steps.cost(rate, confirming);
+        // A confirmation pools the steps at its rate that passed.
+        let prior = if confirming {
+            pooled_at(&out.steps, rate)
+        } else {
+            Counts::default()
+        };
+        let (counted, uncounted) = steps.size(rate, confirming, prior.ended);
+        let (total, time) = steps.cost(rate, confirming, prior.ended);
         if confirming && !steps.fits(out.requests, total, time) {
             let why = format!(
                 "not confirmed: a {total}-request confirmation would exceed the budget {}",
@@ -265,7 +292,7 @@ async fn walk(
             ceiling,
             rate,
             (counted, uncounted),
-            confirming,
+            confirming.then_some(prior),
             out.steps.len(),
         )
         .await;
@@ -319,15 +346,26 @@ fn next_step(
     }
 }
 
+/// The counts of the steps at `rate` that passed while steering the search.
+fn pooled_at(steps: &[RateStep], rate: f64) -> Counts {
+    steps
+        .iter()
+        .filter(|s| {
+            s.offered_requests_per_second == rate && !s.confirmation && s.result == StepResult::Pass
+        })
+        .fold(Counts::default(), |a, s| a + s.verdict.counts)
+}
+
 /// Sends one open-loop step at `rate` (`size`: counted and uncounted
-/// requests) and judges it; `index` numbers the step for its seed.
+/// requests) and judges it; `confirming` with the counts it pools, when it
+/// confirms the rate; `index` numbers the step for its seed.
 async fn send_step(
     run: &Run,
     target: &Target,
     ceiling: u32,
     rate: f64,
     (counted, uncounted): (u64, u64),
-    confirming: bool,
+    confirming: Option<Counts>,
     index: usize,
 ) -> RateStep {
     let settings = &target.sustained;
@@ -364,7 +402,8 @@ async fn send_step(
         seed,
         scheduled: total,
         uncounted,
-        confirming,
+        confirming: confirming.is_some(),
+        prior: confirming.unwrap_or_default(),
     };
     judge_step(plan, &measured, &target.slo, target.verdict_confidence)
 }
