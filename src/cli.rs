@@ -40,8 +40,9 @@ pub enum Command {
     /// waits for its idle gate; exit 4, sweeping nothing, while a daemon
     /// with the same state_dir is sweeping a selected target. Exit 2 when
     /// a sweep failed, 3 when a setup mistake (key, model, URL, TLS, DNS)
-    /// stopped one, 130 when Ctrl-C stopped it (what was measured is
-    /// printed, marked partial), 1 on a configuration error. A progress
+    /// stopped one, 130 when Ctrl-C stopped it and 143 when SIGTERM did
+    /// (what was measured is printed, marked partial), 1 on a configuration
+    /// error. A progress
     /// display goes to stderr when it is a terminal.
     Sweep {
         /// Only these targets (repeatable).

@@ -139,9 +139,9 @@ const EXIT_BUSY: u8 = 4;
 /// sweeping nothing, when a daemon is sweeping a selected target, 3
 /// when a setup mistake stopped a sweep (one line each on standard error),
 /// else 2 when a sweep or a pair failed. With `options.state`, each target
-/// starts from the daemon's saved state there (read only). Ctrl-C ends the sweep
-/// under way: what was measured is written, marked partial, and the exit
-/// status is 130.
+/// starts from the daemon's saved state there (read only). Ctrl-C or SIGTERM
+/// ends the sweep under way: what was measured is written, marked partial,
+/// and the exit status is 130 (143 after SIGTERM).
 async fn sweep(
     path: &Path,
     targets: &[String],
@@ -158,7 +158,8 @@ async fn sweep(
     };
     say_proxies(&config, targets);
     let stop = CancellationToken::new();
-    signals::interrupt(stop.clone()).map_err(|e| anyhow::anyhow!("cannot handle Ctrl-C: {e}"))?;
+    let stopped = signals::interrupt(stop.clone())
+        .map_err(|e| anyhow::anyhow!("cannot handle Ctrl-C and SIGTERM: {e}"))?;
     let progress = progress::wanted().then(|| Arc::new(Progress::start()));
     let observer: Arc<dyn Observer> = match &progress {
         Some(p) => p.clone(),
@@ -233,8 +234,11 @@ async fn sweep(
     };
     emit(&text, output)?;
     Ok(if interrupted {
-        eprintln!("llmprobe: interrupted: the report holds what was measured before Ctrl-C");
-        ExitCode::from(signals::EXIT_INTERRUPTED)
+        eprintln!(
+            "llmprobe: interrupted: the report holds what was measured before {}",
+            stopped.name()
+        );
+        ExitCode::from(stopped.exit_status().unwrap_or(signals::EXIT_INTERRUPTED))
     } else if setup_errors {
         ExitCode::from(EXIT_SETUP_ERROR)
     } else if all_ok {

@@ -127,6 +127,30 @@ async fn ctrl_c_mid_sweep_writes_what_was_measured_marked_partial() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_mid_sweep_writes_the_partial_report_and_exits_143() {
+    let server = held_at_level_2().await;
+    let config = config(&server.base_url());
+    let mut command = llmprobe();
+    command.args(sweep_args("table", &config));
+    let sweep = Process::spawn("llmprobe", &mut command, config.parent().unwrap());
+    level_2_held(&server, || sweep.tail()).await;
+    sweep.terminate();
+    let status = exit_status(&sweep).await;
+    assert_eq!(status.code(), Some(143), "{}", sweep.tail());
+    let report = sweep.stdout();
+    assert!(
+        report.starts_with("partial: interrupted (Ctrl-C or SIGTERM)"),
+        "{report}"
+    );
+    assert!(report.contains("t1"), "{report}");
+    assert!(
+        sweep.stderr().contains("measured before SIGTERM"),
+        "{}",
+        sweep.stderr()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_shows_the_warm_up_on_a_terminal_and_ctrl_c_stops_it() {
     // Every request held: the sweep waits in its warm-up.
     let server = start(Behavior {
@@ -162,7 +186,7 @@ async fn progress_shows_the_warm_up_on_a_terminal_and_ctrl_c_stops_it() {
     // The report went to standard output alone, with no trace of the display.
     let report = std::fs::read_to_string(&table).unwrap();
     assert!(
-        report.starts_with("partial: interrupted (Ctrl-C)"),
+        report.starts_with("partial: interrupted (Ctrl-C or SIGTERM)"),
         "{report}"
     );
     assert!(report.contains("t1"), "{report}");

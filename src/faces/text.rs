@@ -144,9 +144,10 @@ pub fn carried_note(l: &LevelSummary, finished: f64) -> String {
     format!("  <- carried, {when}{verdict}")
 }
 
-/// What marks a report that Ctrl-C stopped (the text's first line, the
-/// HTML page's banner): it holds only what was measured before.
-pub const PARTIAL: &str = "partial: interrupted (Ctrl-C) before the sweep ended; only what was \
+/// What marks a report that Ctrl-C or SIGTERM stopped (the text's first
+/// line, the HTML page's banner): it holds only what was measured before.
+pub const PARTIAL: &str =
+    "partial: interrupted (Ctrl-C or SIGTERM) before the sweep ended; only what was \
      measured by then is shown, and the knee rests on those levels alone";
 
 /// The reports as tables, one per target and workload.

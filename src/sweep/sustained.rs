@@ -259,13 +259,17 @@ async fn walk(
     let mut settle = false;
     // The rate whose confirmation passed.
     let mut confirmed = None;
+    // A rate whose step was undecided: it goes on, to a confirmation's size.
+    let mut extend = None;
     loop {
-        let Some((rate, confirming)) =
-            next_step(search, steps, out.requests, &mut stopped, confirmed)
-        else {
+        let next = match extend.take() {
+            Some(rate) => Some((rate, true)),
+            None => next_step(search, steps, out.requests, &mut stopped, confirmed),
+        };
+        let Some((rate, confirming)) = next else {
             return (stopped, None);
         };
-        // A confirmation pools the steps at its rate that passed.
+        // A confirmation pools the steps at its rate that did not break.
         let prior = if confirming {
             pooled_at(&out.steps, rate)
         } else {
@@ -301,11 +305,21 @@ async fn walk(
         let result = step.result;
         let note = step.note.clone();
         out.steps.push(step);
+        let extending = confirming && search.highest_pass() != Some(rate);
         match result {
-            StepResult::Pass if confirming => confirmed = Some(rate),
+            StepResult::Pass if confirming => {
+                confirmed = Some(rate);
+                if extending {
+                    search.record(rate, true);
+                }
+            }
             StepResult::Pass => search.record(rate, true),
             StepResult::Break | StepResult::Undecided if confirming => search.refute(rate),
-            StepResult::Break | StepResult::Undecided => search.record(rate, false),
+            StepResult::Break => search.record(rate, false),
+            // Over a limit, but not beyond chance: more requests at the
+            // rate, judged with these by the confirmation's rule, decide it
+            // (a break read into 2 sheds of 33 sent the search far below).
+            StepResult::Undecided => extend = Some(rate),
             StepResult::NotMeasured => {
                 let why = format!(
                     "the step at {rate:.2} req/s was not measured: {}",
@@ -346,12 +360,15 @@ fn next_step(
     }
 }
 
-/// The counts of the steps at `rate` that passed while steering the search.
+/// The counts of the steps at `rate` that steered the search without a
+/// break (a pass, or an undecided step that a confirmation extends).
 fn pooled_at(steps: &[RateStep], rate: f64) -> Counts {
     steps
         .iter()
         .filter(|s| {
-            s.offered_requests_per_second == rate && !s.confirmation && s.result == StepResult::Pass
+            s.offered_requests_per_second == rate
+                && !s.confirmation
+                && matches!(s.result, StepResult::Pass | StepResult::Undecided)
         })
         .fold(Counts::default(), |a, s| a + s.verdict.counts)
 }

@@ -759,7 +759,7 @@ mod tests {
         assert!(row.contains("<td>100 ms / 150 ms (8)</td>"), "{row}");
         assert!(row.contains("<td>100 tok/s (6)</td>"), "{row}");
         // A partial document says so at the top; a whole one does not.
-        assert!(page.contains("<p class=\"partial\">partial: interrupted (Ctrl-C)"));
+        assert!(page.contains("<p class=\"partial\">partial: interrupted (Ctrl-C or SIGTERM)"));
         results.partial = false;
         assert!(!report(&results, &Settings::new()).contains("class=\"partial\""));
     }
