@@ -161,8 +161,10 @@ pub async fn run(
                 let _ = reload_config(path, &mut current, &mut scheduler, &sinks, &mut fleet, &metrics, &shutdown).await;
             }
             Some(Control::Reload { reply }) = control_rx.recv() => {
-                let notes = discovery_notes(reads.hung(), abandoned);
-                let _ = reply.send(reload_config(path, &mut current, &mut scheduler, &sinks, &mut fleet, &metrics, &shutdown).await.map(|()| notes));
+                let mut notes = discovery_notes(reads.hung(), abandoned);
+                let reloaded = reload_config(path, &mut current, &mut scheduler, &sinks, &mut fleet, &metrics, &shutdown).await;
+                notes.extend(fleet.refused_note());
+                let _ = reply.send(reloaded.map(|()| notes));
             }
             _ = tokio::time::sleep_until(fleet.next_refresh()), if !reads.busy() => {
                 if let Some(read) = fleet.begin_read() {
@@ -322,6 +324,7 @@ fn export_fleet(fleet: &mut Fleet, metrics: &Metrics) {
         metrics.discovery_read_failed(&file);
     }
     metrics.set_discovery_files(&fleet.file_counts());
+    metrics.set_discovery_refused(fleet.refused().len());
     let p = fleet.placement();
     let targets: Vec<(&str, &str, u32)> = p
         .targets

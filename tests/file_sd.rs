@@ -404,3 +404,105 @@ async fn daemon_refreshes_reloads_and_counts_read_errors() {
     );
     d.stop().await;
 }
+
+/// A config whose one workload has a 300,000-character prompt (about 1.4
+/// MiB of prompt memory for one model, 0.6 more for each other model),
+/// capped at `cap_mib`, with targets discovered from `targets/*.json`.
+fn capped(cap_mib: u32) -> String {
+    let workloads = format!(
+        "workloads:\n  w:\n    max_completion_tokens: 4\n    prompts: ['{}']\n",
+        "x".repeat(300_000)
+    );
+    Yaml {
+        workload: "w",
+        workloads: Some(&workloads),
+        rest: &format!(
+            "max_prompt_memory_mib: {cap_mib}\n\
+             file_sd: {{files: [targets/*.json], refresh_interval: 200ms}}\n\
+             target_template: {{name_label: name}}\ntargets: []"
+        ),
+        ..Yaml::default()
+    }
+    .render()
+}
+
+/// d1 and d3 of model m1, d2 of m2, d4 of m3, at `addr`.
+fn four_models(addr: &str) -> String {
+    let entries: Vec<String> = [("d1", "m1"), ("d2", "m2"), ("d3", "m1"), ("d4", "m3")]
+        .iter()
+        .map(|(n, m)| {
+            format!(r#"{{"targets": ["{addr}"], "labels": {{"name": "{n}", "model": "{m}"}}}}"#)
+        })
+        .collect();
+    format!("[{}]", entries.join(","))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovered_targets_over_the_prompt_memory_cap_are_not_started() {
+    let _env = ENV.lock().await;
+    let server = start(Behavior::default()).await;
+    let path = write_config(&capped(2));
+    write_atomic(
+        &targets_dir(&path).join("fleet.json"),
+        &four_models(&server.addr().to_string()),
+    );
+
+    // m1 fits (d3 shares its bodies); m2 and m3 would each add 0.6 MiB
+    // over the 2 MiB.
+    let c = load(&path);
+    let mut fleet = Fleet::new();
+    fleet.configure(&c);
+    assert_eq!(names(&fleet.view(&c)), ["d1", "d3"]);
+    assert_eq!(fleet.refused(), ["d2", "d4"]);
+    let note = fleet.refused_note().expect("a note");
+    assert!(
+        note.contains("2 discovered target(s) not started")
+            && note.contains("max_prompt_memory_mib (2 MiB): d2, d4"),
+        "{note}"
+    );
+    let explained = llmprobe::fleet::explain(&c);
+    assert!(
+        explained.contains("not started, over max_prompt_memory_mib (2 MiB): d4"),
+        "{explained}"
+    );
+    assert_eq!(fleet.placement().owned, 2);
+
+    // The daemon: counted, and a reload over HTTP says so; raised, all four.
+    let d = Daemon::start(path.clone()).await;
+    let wait = Duration::from_secs(60);
+    let refused = |t: &str| {
+        metric(
+            t,
+            "llmprobe_file_sd_refused_targets",
+            &[("reason", "max_prompt_memory_mib")],
+        )
+    };
+    let owned = |t: &str| metric(t, "llmprobe_shard_targets", &[("shard", "0")]);
+    d.wait_for(wait, "two refused, two started", |t| {
+        refused(t) == Some(2.0) && owned(t) == Some(2.0)
+    })
+    .await;
+    let reload = || async {
+        let r = reqwest::Client::new()
+            .post(d.url("/-/reload"))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.status());
+        r.text().await.unwrap()
+    };
+    let body = reload().await;
+    assert!(
+        body.contains("note: file_sd: 2 discovered target(s) not started")
+            && body.contains("max_prompt_memory_mib (2 MiB): d2, d4"),
+        "{body}"
+    );
+    std::fs::write(&path, capped(3)).unwrap();
+    let body = reload().await;
+    assert!(!body.contains("not started"), "{body}");
+    d.wait_for(wait, "all four started", |t| {
+        refused(t) == Some(0.0) && owned(t) == Some(4.0)
+    })
+    .await;
+    d.stop().await;
+}

@@ -221,6 +221,109 @@ async fn a_flood_of_wrong_passwords_does_not_stop_the_measurements() {
     assert!(status.success(), "{status}");
 }
 
+/// A client whose connections come from `127.0.0.N` (loopback holds all of
+/// 127.0.0.0/8).
+fn client_from(n: u8) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, n]))
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_wrong_passwords_from_32_addresses_does_not_keep_a_right_one_out() {
+    // A cheaper cost than `htpasswd -B`'s 10 (this build's bcrypt is
+    // unoptimised): the flood holds every place it may all the same.
+    let (hash, one_check) = tokio::task::spawn_blocking(|| {
+        let hash = bcrypt::hash("right", 8).unwrap();
+        let start = std::time::Instant::now();
+        let _ = bcrypt::verify("wrong", &hash);
+        (hash, start.elapsed())
+    })
+    .await
+    .unwrap();
+    let web = format!("web:\n  basic_auth_users:\n    prom: \"{hash}\"\n");
+    let dir = fresh_dir("hostile-addresses");
+    let path = dir.join("llmprobe.yaml");
+    std::fs::write(&path, format!("{web}{}", simulated_within("8s", ""))).unwrap();
+    let daemon = start_limited(&path, 4096);
+    daemon.ready(Duration::from_secs(60)).await;
+
+    // 127.0.0.2 to 127.0.0.33, two clients each (an address's full share),
+    // each request a new wrong password (none judged before), for a known
+    // user and an unknown one.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let wrong = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut flood = Vec::new();
+    for i in 0..64u8 {
+        let url = daemon.url("/metrics");
+        let (stop, wrong) = (stop.clone(), wrong.clone());
+        flood.push(tokio::spawn(async move {
+            let client = client_from(2 + i / 2);
+            let user = if i % 2 == 0 { "prom" } else { "nobody" };
+            let mut n = 0u64;
+            while !stop.is_cancelled() {
+                n += 1;
+                if let Ok(r) = client
+                    .get(&url)
+                    .basic_auth(user, Some(format!("wrong-{i}-{n}")))
+                    .send()
+                    .await
+                {
+                    assert_eq!(r.status(), 401);
+                    wrong.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    let answered = || wrong.load(std::sync::atomic::Ordering::Relaxed);
+    wait::poll("the flood answered", Duration::from_secs(60), || async {
+        match answered() {
+            n if n >= 64 => Ok(()),
+            n => Err(format!(
+                "{n} wrong passwords answered\n{}",
+                daemon.process.tail()
+            )),
+        }
+    })
+    .await;
+
+    // The right password, judged for the first time, from yet another
+    // address: answered, not refused for want of a place. It waits for a
+    // check per flooding address at most (they take turns); the bound
+    // leaves four times that.
+    let start = std::time::Instant::now();
+    let right = client_from(34)
+        .get(daemon.url("/metrics"))
+        .basic_auth("prom", Some("right"))
+        .send()
+        .await
+        .unwrap();
+    let waited = start.elapsed();
+    assert_eq!(right.status(), 200, "{}", daemon.process.tail());
+    let bound = one_check * 34 * 4 + Duration::from_secs(5);
+    assert!(
+        waited < bound,
+        "waited {waited:?} for the right password, a check takes {one_check:?}"
+    );
+
+    // And the sweeps go on under the flood.
+    let auth = Some(("prom", "right"));
+    let during = ok_sweeps(&daemon, auth).await.unwrap();
+    sweeps_go_on(&daemon, auth, during).await;
+    stop.cancel();
+    for f in flood {
+        f.await.unwrap();
+    }
+    eprintln!(
+        "{} wrong passwords answered; the right one waited {waited:?}, a check takes {one_check:?}",
+        answered()
+    );
+    let status = tokio::task::block_in_place(|| daemon.stop(Duration::from_secs(30)));
+    assert!(status.success(), "{status}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_beyond_the_descriptor_limit_do_not_stop_the_measurements() {
     let dir = fresh_dir("hostile-idle");

@@ -503,6 +503,7 @@ fn metrics_text() -> String {
     let _in_flight = metrics.request_in_flight();
     metrics.set_discovery_files(&[("/etc/llmprobe/targets/a.yaml".to_string(), 2, 1)]);
     metrics.discovery_read_failed("/etc/llmprobe/targets/a.yaml");
+    metrics.set_discovery_refused(1);
     metrics.set_fleet(
         &[("worker-1", "static", 0), ("gateway \"eu\"", "file_sd", 1)],
         0,

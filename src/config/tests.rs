@@ -283,6 +283,30 @@ fn missing_file_is_named() {
 }
 
 #[test]
+fn the_prompt_memory_tally_counts_prompts_once_and_bodies_per_model() {
+    // A 300,000-character prompt: its JSON text is 300,030 bytes.
+    let yaml = format!(
+        "workloads:\n  w:\n    max_completion_tokens: 8\n    prompts: ['{}']\n\
+         targets:\n  - {{name: a, base_url: 'http://127.0.0.1:9/v1', model: m1, workloads: [w]}}\n\
+         \x20 - {{name: b, base_url: 'http://127.0.0.1:9/v1', model: m1, workloads: [w]}}\n\
+         \x20 - {{name: c, base_url: 'http://127.0.0.1:9/v1', model: m2, workloads: [w]}}\n",
+        "x".repeat(300_000)
+    );
+    let config = load_str(&yaml, &[]).unwrap();
+    let [a, b, c] = [0, 1, 2].map(|i| config.targets[i].clone());
+    let text = 300_030;
+    let mut tally = prompt_memory::Tally::default();
+    assert_eq!(tally.add(&a), text * 5, "parsed three times, bodies twice");
+    assert_eq!(tally.add(&b), 0, "the same model shares the bodies");
+    // Another model's bodies do not fit under a cap one byte short.
+    assert!(!tally.add_within(&c, text * 7 - 1));
+    assert_eq!(tally.total(), text * 5, "a refused target adds nothing");
+    assert!(tally.add_within(&c, text * 7));
+    assert_eq!(tally.total(), text * 7);
+    assert_eq!(prompt_memory::needed(&config.targets), text * 7);
+}
+
+#[test]
 fn prompts_over_the_prompt_memory_cap_are_refused_naming_the_key() {
     // 300,000 characters of prompt: about 1.5 MiB parsed and as bodies.
     let yaml = format!(

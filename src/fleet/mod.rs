@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::config::{Config, ProcessEnv, Target};
+use crate::config::{prompt_memory, Config, ProcessEnv, Target};
 use file_sd::Watcher;
 
 /// `source` label of a target written under `targets:`.
@@ -40,6 +40,12 @@ pub struct Fleet {
     next_refresh: Instant,
     /// Duplicate names already logged, so each is logged once.
     reported_duplicates: BTreeSet<String>,
+    /// Discovered targets this instance owns but did not start at the last
+    /// view: their prompts would take the prompt memory over
+    /// `max_prompt_memory_mib`.
+    refused: Vec<String>,
+    /// `max_prompt_memory_mib` at the last view.
+    cap_mib: u32,
     /// (owned, known) at the last view, to log changes only.
     last_share: Option<(usize, usize)>,
     /// Bumped by each new configuration, so that a read begun before it
@@ -109,6 +115,8 @@ impl Fleet {
             placement: Placement::default(),
             next_refresh: far_future(),
             reported_duplicates: BTreeSet::new(),
+            refused: Vec::new(),
+            cap_mib: 0,
             last_share: None,
             generation: 0,
             force_next: false,
@@ -248,11 +256,17 @@ impl Fleet {
         self.reported_duplicates = duplicates;
         let s = config.fleet.shard;
         let known = placed.len();
-        let owned: Vec<Arc<Target>> = placed
-            .iter()
-            .filter(|(_, _, o)| *o == s.index)
-            .map(|(t, _, _)| Arc::clone(t))
-            .collect();
+        let (owned, refused) = within_prompt_memory(&placed, s.index, config.max_prompt_memory_mib);
+        if refused != self.refused && !refused.is_empty() {
+            tracing::warn!(
+                refused = refused.len(),
+                targets = %listed(&refused),
+                max_prompt_memory_mib = config.max_prompt_memory_mib,
+                "file_sd: discovered targets not started: their prompts and request bodies would take the daemon's prompt memory over max_prompt_memory_mib (raise it with the unit's MemoryMax=, docs/operating.md)"
+            );
+        }
+        self.refused = refused;
+        self.cap_mib = config.max_prompt_memory_mib;
         self.placement = Placement {
             targets: placed
                 .iter()
@@ -287,6 +301,25 @@ impl Fleet {
             gateway_pairs,
             ..config.clone()
         }
+    }
+
+    /// Discovered targets this instance owns but did not start at the last
+    /// view: their prompts would take the daemon's prompt memory over
+    /// `max_prompt_memory_mib` (see [`within_prompt_memory`]).
+    pub fn refused(&self) -> &[String] {
+        &self.refused
+    }
+
+    /// What a reload over HTTP notes of [`Fleet::refused`], when any.
+    pub fn refused_note(&self) -> Option<String> {
+        (!self.refused.is_empty()).then(|| {
+            format!(
+                "file_sd: {} discovered target(s) not started: their prompts would take the daemon's prompt memory over max_prompt_memory_mib ({} MiB): {}",
+                self.refused.len(),
+                self.cap_mib,
+                listed(&self.refused)
+            )
+        })
     }
 
     /// The discovery files as last read.
@@ -340,6 +373,51 @@ fn placements<'a>(
 
 /// A known target, its source and its owning shard.
 type Placed<'a> = (&'a Arc<Target>, &'static str, u32);
+
+/// The targets shard `index` measures, and the names of the discovered
+/// ones it leaves out: static targets all (their prompts were checked
+/// against `max_prompt_memory_mib` at load), then each discovered one
+/// whose prompts and bodies still fit under the cap with those before it
+/// (a model or workload already counted adds nothing), in file and entry
+/// order.
+fn within_prompt_memory(
+    placed: &[Placed<'_>],
+    index: u32,
+    cap_mib: u32,
+) -> (Vec<Arc<Target>>, Vec<String>) {
+    let mine = placed.iter().filter(|(_, _, o)| *o == index);
+    if !mine.clone().any(|(_, source, _)| *source == SOURCE_FILE_SD) {
+        // Nothing to count: the prompts are not measured at every view.
+        return (mine.map(|(t, _, _)| Arc::clone(t)).collect(), Vec::new());
+    }
+    let cap = u64::from(cap_mib) << 20;
+    let mut tally = prompt_memory::Tally::default();
+    let (mut owned, mut refused) = (Vec::new(), Vec::new());
+    for (t, source, _) in mine {
+        if *source == SOURCE_STATIC {
+            tally.add(t);
+        } else if !tally.add_within(t, cap) {
+            refused.push(t.name.clone());
+            continue;
+        }
+        owned.push(Arc::clone(t));
+    }
+    (owned, refused)
+}
+
+/// Names for a line: the first ten, then how many more.
+fn listed(names: &[String]) -> String {
+    let mut line = names
+        .iter()
+        .take(10)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > 10 {
+        let _ = write!(line, " and {} more", names.len() - 10);
+    }
+    line
+}
 
 /// A deadline that never comes (tokio's sleep_until needs one).
 fn far_future() -> Instant {
@@ -433,6 +511,13 @@ pub fn explain(config: &Config) -> String {
     }
     for d in &duplicates {
         let _ = writeln!(out, "  duplicate name, skipped: {d}");
+    }
+    for r in fleet.refused() {
+        let _ = writeln!(
+            out,
+            "  not started, over max_prompt_memory_mib ({} MiB): {r}",
+            config.max_prompt_memory_mib
+        );
     }
     if s.count > 1 || config.fleet.file_sd.is_some() {
         let _ = writeln!(

@@ -16,6 +16,7 @@ pub(crate) struct FleetMetrics {
     read_errors: IntCounterVec,
     file_targets: IntGaugeVec,
     file_invalid: IntGaugeVec,
+    refused: IntGaugeVec,
     fleet_target: IntGaugeVec,
     shard_targets: IntGaugeVec,
     shard_info: IntGaugeVec,
@@ -48,6 +49,7 @@ impl FleetMetrics {
             read_errors: counter(registry, &names::FILE_SD_READ_ERRORS)?,
             file_targets: gauge(&names::FILE_SD_TARGETS)?,
             file_invalid: gauge(&names::FILE_SD_INVALID)?,
+            refused: gauge(&names::FILE_SD_REFUSED)?,
             fleet_target: gauge(&names::FLEET_TARGET)?,
             shard_targets: gauge(&names::SHARD_TARGETS)?,
             shard_info: gauge(&names::SHARD_INFO)?,
@@ -81,6 +83,13 @@ impl FleetMetrics {
                 .set(*invalid as i64);
         }
         exported.files = now;
+    }
+
+    /// Sets the discovered targets not started for the prompt memory cap.
+    pub(crate) fn set_refused(&self, refused: usize) {
+        self.refused
+            .with_label_values(&[names::REFUSED_PROMPT_MEMORY])
+            .set(refused as i64);
     }
 
     /// Replaces the fleet series: every known target as `(name, source,

@@ -249,6 +249,12 @@ impl Metrics {
         self.fleet.set_fleet(targets, index, count, owned);
     }
 
+    /// Discovered targets this instance owns but did not start, their
+    /// prompts over `max_prompt_memory_mib` (0 when none).
+    pub fn set_discovery_refused(&self, refused: usize) {
+        self.fleet.set_refused(refused);
+    }
+
     /// Removes every gateway overhead series of `pair`.
     pub fn forget_pair(&self, pair: &str) {
         self.results.forget_pair(pair);

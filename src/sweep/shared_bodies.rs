@@ -4,9 +4,12 @@
 //! output limit while another holds them gets the same copy. A 58 MB
 //! prompts folder swept by 20 targets of one model at once took 2.99 GB
 //! with a copy per sweep (issue 29). Entries hold weak references only:
-//! the bodies go when the last sweep using them ends.
+//! the bodies go when the last sweep using them ends. One sweep builds a
+//! copy while the others asking for it wait and take it: targets whose
+//! sweeps start together (every target at the daemon's start) built a copy
+//! each at once, and held them all for a moment.
 
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use crate::config::{Api, MaxTokensField, RequestOptions, Workload};
 use crate::probe::api;
@@ -20,7 +23,26 @@ struct Entry {
     options: RequestOptions,
     field: MaxTokensField,
     max_tokens: u32,
-    bodies: Weak<Bodies>,
+    slot: Arc<Slot>,
+}
+
+/// Where one set of bodies is: its lock is held while they are built, so
+/// that a second sweep asking for them waits for the copy rather than
+/// building its own.
+#[derive(Default)]
+struct Slot {
+    bodies: Mutex<Weak<Bodies>>,
+}
+
+impl Slot {
+    /// Whether anyone holds or builds (or waits for) these bodies.
+    fn in_use(self: &Arc<Self>) -> bool {
+        Arc::strong_count(self) > 1
+            || match self.bodies.try_lock() {
+                Ok(bodies) => bodies.strong_count() > 0,
+                Err(_) => true,
+            }
+    }
 }
 
 /// The bodies in use, looked up by a scan: there are as many as distinct
@@ -47,8 +69,8 @@ impl Entry {
 }
 
 /// The bodies of `workload` for endpoint `api` and `model`, with `options`
-/// and `max_tokens` in `field`: the copy another sweep holds, else a new
-/// one.
+/// and `max_tokens` in `field`: the copy another sweep holds (or is
+/// building: then after it is built), else a new one.
 pub(crate) fn bodies(
     api: Api,
     model: &str,
@@ -57,18 +79,35 @@ pub(crate) fn bodies(
     field: MaxTokensField,
     max_tokens: u32,
 ) -> Arc<Bodies> {
-    let find = |in_use: &mut Vec<Entry>| {
-        in_use.retain(|e| e.bodies.strong_count() > 0 && e.workload.strong_count() > 0);
-        in_use
+    let slot = {
+        let mut in_use = lock();
+        in_use.retain(|e| e.slot.in_use() && e.workload.strong_count() > 0);
+        match in_use
             .iter()
             .find(|e| e.matches(api, model, workload, options, field, max_tokens))
-            .and_then(|e| e.bodies.upgrade())
+        {
+            Some(e) => e.slot.clone(),
+            None => {
+                let slot = Arc::new(Slot::default());
+                in_use.push(Entry {
+                    api,
+                    model: model.to_string(),
+                    workload: Arc::downgrade(workload),
+                    options: options.clone(),
+                    field,
+                    max_tokens,
+                    slot: slot.clone(),
+                });
+                slot
+            }
+        }
     };
-    if let Some(found) = find(&mut lock()) {
+    // Built under the slot's lock only (a big folder takes a while): other
+    // bodies are found and built meanwhile; these are waited for.
+    let mut held = slot.bodies.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(found) = held.upgrade() {
         return found;
     }
-    // Built without the lock (a big folder takes a while); a sweep that
-    // built the same meanwhile wins, and this copy is dropped at once.
     let built = Arc::new(Bodies::for_kind(
         api::kind(api),
         model,
@@ -77,23 +116,11 @@ pub(crate) fn bodies(
         field,
         max_tokens,
     ));
-    let mut in_use = lock();
-    if let Some(found) = find(&mut in_use) {
-        return found;
-    }
-    in_use.push(Entry {
-        api,
-        model: model.to_string(),
-        workload: Arc::downgrade(workload),
-        options: options.clone(),
-        field,
-        max_tokens,
-        bodies: Arc::downgrade(&built),
-    });
+    *held = Arc::downgrade(&built);
     built
 }
 
-fn lock() -> std::sync::MutexGuard<'static, Vec<Entry>> {
+fn lock() -> MutexGuard<'static, Vec<Entry>> {
     IN_USE.lock().unwrap_or_else(PoisonError::into_inner)
 }
 

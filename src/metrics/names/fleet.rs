@@ -22,6 +22,14 @@ pub const FILE_SD_INVALID: Spec = Spec {
     help: "Entries of a file_sd file skipped as invalid at its last successful read (see the log or check-config).",
     labels: FILE,
 };
+/// Discovered targets not started, and why.
+pub const FILE_SD_REFUSED: Spec = Spec {
+    name: "llmprobe_file_sd_refused_targets",
+    help: "Discovered targets this instance owns but did not start at the last look, by reason: max_prompt_memory_mib (their prompts and request bodies would take the daemon's prompt memory over the cap; see the log, POST /-/reload or check-config).",
+    labels: &["reason"],
+};
+/// The `reason` of [`FILE_SD_REFUSED`]: the prompt memory cap.
+pub const REFUSED_PROMPT_MEMORY: &str = "max_prompt_memory_mib";
 /// Every known target and the shard that owns it.
 pub const FLEET_TARGET: Spec = Spec {
     name: "llmprobe_fleet_target",
