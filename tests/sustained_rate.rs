@@ -82,6 +82,16 @@ async fn a_shedding_engine_sustains_less_than_its_closed_loop_rate_near_erlang_b
     );
     // A step that broke did so by shedding, and the last passing step is the rate.
     assert!(s.steps.iter().any(|st| st.result == StepResult::Pass));
+    // An undecided step is not read as a break: it goes on at its rate.
+    for pair in s.steps.windows(2) {
+        if pair[0].result == StepResult::Undecided && !pair[0].confirmation {
+            assert!(
+                pair[1].confirmation
+                    && pair[1].offered_requests_per_second == pair[0].offered_requests_per_second,
+                "{pair:?}"
+            );
+        }
+    }
     for st in &s.steps {
         assert_eq!(st.not_sent_client_ceiling, 0, "{st:?}");
         assert!(st.in_flight_max <= 32, "{st:?}");

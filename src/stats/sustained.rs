@@ -127,7 +127,13 @@ pub fn judge_step(plan: StepPlan, m: &StepMeasure, slo: &Slo, confidence: f64) -
     } else {
         counts
     };
-    if plan.confirming && v.decision == Decision::Pass && !clearly_within(&evidence, slo) {
+    // A confirmation stands on the pool by the strict rule, and on its own
+    // requests by a step's rule: the step it pools passed, which is where a
+    // rate over the limit gets lucky.
+    if plan.confirming
+        && v.decision == Decision::Pass
+        && (!clearly_within(&evidence, slo) || !verdict::within_observed(&counts, slo))
+    {
         v.decision = Decision::Undecided;
     }
     v.counted_as = v.decision;
@@ -374,6 +380,33 @@ mod tests {
         };
         let c = judge_step(pooled, &m, &slo(), 0.95);
         assert_eq!(c.verdict.requests, 80);
+        assert_eq!(c.result, StepResult::Undecided);
+    }
+
+    #[test]
+    fn a_confirmation_over_the_limit_on_its_own_requests_does_not_pass() {
+        // The step it pools shed nothing of 40; its own 40 shed 3 (7.5%).
+        // Pooled, 3 of 80 is clearly within 5%; its own share is not.
+        let clean = judge_step(plan(), &measure(0.0, 100), &slo(), 0.95);
+        let mut m = measure(0.0, 100);
+        for a in m.arrivals.iter_mut().take(3) {
+            a.sample = Sample::failed(Outcome::Shed, Some(503), "shed");
+        }
+        let c = judge_step(
+            StepPlan {
+                confirming: true,
+                prior: clean.verdict.counts,
+                ..plan()
+            },
+            &m,
+            &slo(),
+            0.95,
+        );
+        assert_eq!(c.verdict.requests, 80);
+        assert!(clearly_within(
+            &(clean.verdict.counts + c.verdict.counts),
+            &slo()
+        ));
         assert_eq!(c.result, StepResult::Undecided);
     }
 }

@@ -93,6 +93,14 @@ impl Counts {
     }
 }
 
+/// Whether every observed share of `c` is within its limit (a level's or
+/// a step's pass, before any test).
+pub fn within_observed(c: &Counts, slo: &Slo) -> bool {
+    c.shares(slo)
+        .iter()
+        .all(|(_, k, n, limit)| binomial::ratio(*k, *n) <= *limit)
+}
+
 /// Whether `current` differs from `prior` beyond chance on any share.
 fn changed(prior: &Counts, current: &Counts, slo: &Slo) -> bool {
     prior
