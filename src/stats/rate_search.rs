@@ -4,6 +4,7 @@
 //! resolution. Pure: the sweep runs each step and records how it went.
 
 use crate::stats::erlang;
+use crate::stats::verdict::SLOW_SHARE;
 
 /// Factor between two rates tried while no bracket is found.
 pub const WIDEN: f64 = 1.4;
@@ -72,15 +73,29 @@ pub fn predict(m: &Model) -> (f64, &'static str) {
         let load = erlang::load_for(m.knee, (m.max_shed_ratio * START_MARGIN).max(1e-3));
         return (load / hold, "erlang_b");
     }
-    match queue_rate(m) {
+    match queue_rate(m, SLOW_SHARE * START_MARGIN) {
         Some(rate) => (rate, "erlang_c"),
         None => (m.closed_loop_rate * QUEUE_START, "queue"),
     }
 }
 
-/// The `erlang_c` prediction; None when a lone request's latency is unknown
-/// or already over the limit.
-fn queue_rate(m: &Model) -> Option<f64> {
+/// The highest rate the search tries on a server that queues: the Erlang C
+/// rate at the limit itself (no margin). A step lasts seconds, and near
+/// saturation a queue takes longer than that to build: at 90% of the
+/// closed-loop rate, 60-request steps passed where 1,000-request runs broke
+/// (BENCHMARKS.md, "The sustained rate, checked"). None when shedding binds
+/// or there is no model.
+pub fn queue_ceiling(m: &Model) -> Option<f64> {
+    if m.sheds || m.knee == 0 || !(m.closed_loop_rate > 0.0) {
+        return None;
+    }
+    queue_rate(m, SLOW_SHARE)
+}
+
+/// The rate at which `share` of arrivals wait longer than the p95 limit
+/// leaves (the `erlang_c` model); None when a lone request's latency is
+/// unknown or already over the limit.
+fn queue_rate(m: &Model, share: f64) -> Option<f64> {
     let (p50, p95) = m.alone?;
     let allowance = m.p95_limit - p95;
     if !(p50 > 0.0 && allowance > 0.0 && allowance.is_finite()) {
@@ -93,9 +108,7 @@ fn queue_rate(m: &Model) -> Option<f64> {
     let (mut lo, mut hi) = (0.0f64, closed);
     for _ in 0..60 {
         let mid = 0.5 * (lo + hi);
-        if erlang::wait_over(servers, mu, mid, t)
-            <= crate::stats::verdict::SLOW_SHARE * START_MARGIN
-        {
+        if erlang::wait_over(servers, mu, mid, t) <= share {
             lo = mid;
         } else {
             hi = mid;
@@ -338,5 +351,13 @@ mod tests {
         };
         let (rate, _) = predict(&loose);
         assert!(rate > 24.0 && rate < 24.6, "{rate}");
+        // The search's ceiling: the model at the limit itself, above the start.
+        let ceiling = queue_ceiling(&m).unwrap();
+        assert!((erlang::wait_over(4, 24.6 / 4.0, ceiling, 0.64) - 0.05).abs() < 1e-6);
+        assert!(ceiling > predict(&m).0 && ceiling < 21.0, "{ceiling}");
+        assert_eq!(
+            queue_ceiling(&model(24.6, 8, true, Some((0.163, 0.18)))),
+            None
+        );
     }
 }

@@ -111,16 +111,17 @@ pub(crate) async fn search(
         .filter(|l| l.concurrency > 0)
         .min_by_key(|l| l.concurrency)
         .and_then(|l| Some((l.latency_seconds.p50?, l.latency_seconds.p95?)));
+    let model = rate_search::Model {
+        closed_loop_rate: closed,
+        knee,
+        sheds,
+        max_shed_ratio: target.slo.max_shed_ratio,
+        p95_limit: target.slo.p95_latency.as_secs_f64(),
+        alone,
+    };
     let (start, from) = match warm {
         Some(r) => (r, "warm"),
-        None => rate_search::predict(&rate_search::Model {
-            closed_loop_rate: closed,
-            knee,
-            sheds,
-            max_shed_ratio: target.slo.max_shed_ratio,
-            p95_limit: target.slo.p95_latency.as_secs_f64(),
-            alone,
-        }),
+        None => rate_search::predict(&model),
     };
     let ceiling = settings
         .max_in_flight
@@ -163,12 +164,12 @@ pub(crate) async fn search(
     // Near the closed-loop rate a queue only grows (or sheds), faster than
     // a step can show: the search goes there only when the ladder never
     // found the knee.
-    let max = closed
-        * if cap.knee_is_lower_bound {
-            rate_search::MAX_OVER_CLOSED_LOOP
-        } else {
-            rate_search::MAX_OF_CLOSED_LOOP
-        };
+    let max = if cap.knee_is_lower_bound {
+        closed * rate_search::MAX_OVER_CLOSED_LOOP
+    } else {
+        let most = closed * rate_search::MAX_OF_CLOSED_LOOP;
+        rate_search::queue_ceiling(&model).map_or(most, |c| c.min(most))
+    };
     // A model's prediction is trusted as the last rate is: one resolution
     // above it first, not a widening.
     let near = from != "queue";
