@@ -79,15 +79,21 @@ pub fn predict(m: &Model) -> (f64, &'static str) {
     }
 }
 
-/// The highest rate the search tries on a server that queues: the Erlang C
-/// rate at the limit itself (no margin). A step lasts seconds, and near
-/// saturation a queue takes longer than that to build: at 90% of the
-/// closed-loop rate, 60-request steps passed where 1,000-request runs broke
-/// (BENCHMARKS.md, "The sustained rate, checked"). None when shedding binds
-/// or there is no model.
-pub fn queue_ceiling(m: &Model) -> Option<f64> {
-    if m.sheds || m.knee == 0 || !(m.closed_loop_rate > 0.0) {
+/// The highest rate the search tries when a model predicted its start: the
+/// model's rate at the limit itself (no margin). Steps last seconds and a
+/// hundred requests: they cannot tell a shed ratio of 5% from 6%, and near
+/// saturation a queue takes longer than a step to build. At 90% of the
+/// closed-loop rate, 60-request steps passed where 1,000-request runs
+/// broke; on an 8-place loss system, confirmations passed one resolution
+/// over the Erlang B rate where 1,000-request runs shed 5.1 to 5.3%
+/// (BENCHMARKS.md, "The sustained rate, checked"). None without a model.
+pub fn ceiling(m: &Model) -> Option<f64> {
+    if m.knee == 0 || !(m.closed_loop_rate > 0.0) {
         return None;
+    }
+    if m.sheds {
+        let hold = f64::from(m.knee) / m.closed_loop_rate;
+        return Some(erlang::load_for(m.knee, m.max_shed_ratio.max(1e-3)) / hold);
     }
     queue_rate(m, SLOW_SHARE)
 }
@@ -352,12 +358,12 @@ mod tests {
         let (rate, _) = predict(&loose);
         assert!(rate > 24.0 && rate < 24.6, "{rate}");
         // The search's ceiling: the model at the limit itself, above the start.
-        let ceiling = queue_ceiling(&m).unwrap();
-        assert!((erlang::wait_over(4, 24.6 / 4.0, ceiling, 0.64) - 0.05).abs() < 1e-6);
-        assert!(ceiling > predict(&m).0 && ceiling < 21.0, "{ceiling}");
-        assert_eq!(
-            queue_ceiling(&model(24.6, 8, true, Some((0.163, 0.18)))),
-            None
-        );
+        let top = ceiling(&m).unwrap();
+        assert!((erlang::wait_over(4, 24.6 / 4.0, top, 0.64) - 0.05).abs() < 1e-6);
+        assert!(top > predict(&m).0 && top < 21.0, "{top}");
+        // A shedding server's: Erlang B at 5%, 9.1 for 8 places of 0.5 s.
+        let top = ceiling(&model(16.0, 8, true, None)).unwrap();
+        assert!((top - 9.08).abs() < 0.05, "{top}");
+        assert_eq!(ceiling(&model(16.0, 0, true, None)), None);
     }
 }

@@ -168,7 +168,7 @@ pub(crate) async fn search(
         closed * rate_search::MAX_OVER_CLOSED_LOOP
     } else {
         let most = closed * rate_search::MAX_OF_CLOSED_LOOP;
-        rate_search::queue_ceiling(&model).map_or(most, |c| c.min(most))
+        rate_search::ceiling(&model).map_or(most, |c| c.min(most))
     };
     // A model's prediction is trusted as the last rate is: one resolution
     // above it first, not a widening.
