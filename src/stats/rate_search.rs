@@ -88,7 +88,7 @@ pub fn predict(m: &Model) -> (f64, &'static str) {
 /// over the Erlang B rate where 1,000-request runs shed 5.1 to 5.3%
 /// (BENCHMARKS.md, "The sustained rate, checked"). None without a model.
 pub fn ceiling(m: &Model) -> Option<f64> {
-    if m.knee == 0 || !(m.closed_loop_rate > 0.0) {
+    if m.knee == 0 || m.closed_loop_rate.is_nan() || m.closed_loop_rate <= 0.0 {
         return None;
     }
     if m.sheds {
