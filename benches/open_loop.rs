@@ -277,6 +277,9 @@ fn main() {
                     cell(&c2),
                     s.requests as f64 / ladder.max(1) as f64,
                 );
+                if s.status == SustainedStatus::NotMeasured {
+                    println!("       {}", s.why);
+                }
             });
         }
         println!(

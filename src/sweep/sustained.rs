@@ -271,13 +271,20 @@ async fn walk(
             return (stopped, None);
         };
         // A confirmation pools the steps at its rate that did not break.
-        let prior = if confirming {
+        let (prior, planned) = if confirming {
             pooled_at(&out.steps, rate)
         } else {
-            Counts::default()
+            (Counts::default(), 0)
         };
-        let (counted, uncounted) = steps.size(rate, confirming, prior.ended);
-        let (total, time) = steps.cost(rate, confirming, prior.ended);
+        let (counted, uncounted) = steps.size(rate, confirming, planned);
+        let (total, time) = steps.cost(rate, confirming, planned);
+        let extending = confirming && search.highest_pass() != Some(rate);
+        if extending && !steps.fits(out.requests, total, time) {
+            // Its room was kept when it started; should the time have run
+            // out, an undecided step counts as a break, as it always did.
+            search.record(rate, false);
+            continue;
+        }
         if confirming && !steps.fits(out.requests, total, time) {
             let why = format!(
                 "not confirmed: a {total}-request confirmation would exceed the budget {}",
@@ -306,7 +313,6 @@ async fn walk(
         let result = step.result;
         let note = step.note.clone();
         out.steps.push(step);
-        let extending = confirming && search.highest_pass() != Some(rate);
         match result {
             StepResult::Pass if confirming => {
                 confirmed = Some(rate);
@@ -362,8 +368,10 @@ fn next_step(
 }
 
 /// The counts of the steps at `rate` that steered the search without a
-/// break (a pass, or an undecided step that a confirmation extends).
-fn pooled_at(steps: &[RateStep], rate: f64) -> Counts {
+/// break (a pass, or an undecided step that a confirmation extends), and
+/// the counted requests they planned (the confirmation's size is counted
+/// from those, as the room kept for it was).
+fn pooled_at(steps: &[RateStep], rate: f64) -> (Counts, u64) {
     steps
         .iter()
         .filter(|s| {
@@ -371,7 +379,9 @@ fn pooled_at(steps: &[RateStep], rate: f64) -> Counts {
                 && !s.confirmation
                 && matches!(s.result, StepResult::Pass | StepResult::Undecided)
         })
-        .fold(Counts::default(), |a, s| a + s.verdict.counts)
+        .fold((Counts::default(), 0), |(c, n), s| {
+            (c + s.verdict.counts, n + s.scheduled - s.uncounted)
+        })
 }
 
 /// Sends one open-loop step at `rate` (`size`: counted and uncounted
