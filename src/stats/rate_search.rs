@@ -25,10 +25,13 @@ pub const MIN_OF_CLOSED_LOOP: f64 = 0.05;
 /// queueing delay grows steeply near saturation, so the p95 usually holds
 /// up to about this share.
 pub const QUEUE_START: f64 = 0.7;
-/// A queue's wait before servers of a near-constant service time, as a
-/// share of the M/M/n wait at the same load: for M/D/n it is about half
-/// (the Pollaczek-Khinchine factor (1 + cv^2) / 2 with cv = 0).
-pub const CONSTANT_SERVICE_WAIT: f64 = 0.5;
+/// A queue's wait as a share of the M/M/n wait at the same load: the
+/// Pollaczek-Khinchine factor (1 + cv^2) / 2 with a service time's squared
+/// coefficient of variation cv^2 = 0.5, between constant service (0.5)
+/// and exponential (1). Output lengths vary; and on the built-in engine,
+/// whose lone latency barely varies, 1,000-request runs at the rate of the
+/// constant-service factor broke the p95 one time in two.
+pub const SERVICE_WAIT_FACTOR: f64 = 0.75;
 /// The share of each limit a model's prediction aims at: a rate whose
 /// expected shed ratio (or share of slow requests) is the limit itself
 /// breaks about one check in two, so the start leaves this margin.
@@ -60,8 +63,8 @@ pub struct Model {
 /// - `erlang_c` when a queue binds: as many servers as the closed-loop rate
 ///   times a lone request's latency, and the highest rate at which the
 ///   wait that [`START_MARGIN`] of 5% of arrivals exceed fits in the p95
-///   limit less a lone request's p95 (M/M/n's wait, halved for a constant
-///   service time);
+///   limit less a lone request's p95 (M/M/n's wait, scaled by
+///   [`SERVICE_WAIT_FACTOR`]);
 /// - `queue`, a share of the closed-loop rate, when there is no latency to
 ///   model with.
 pub fn predict(m: &Model) -> (f64, &'static str) {
@@ -110,7 +113,7 @@ fn queue_rate(m: &Model, share: f64) -> Option<f64> {
     let closed = m.closed_loop_rate;
     let servers = ((closed * p50).round() as u32).clamp(1, m.knee);
     let mu = closed / f64::from(servers);
-    let t = allowance / CONSTANT_SERVICE_WAIT;
+    let t = allowance / SERVICE_WAIT_FACTOR;
     let (mut lo, mut hi) = (0.0f64, closed);
     for _ in 0..60 {
         let mid = 0.5 * (lo + hi);
@@ -338,14 +341,15 @@ mod tests {
     #[test]
     fn the_prediction_for_a_queueing_server_is_erlang_c() {
         // 4 servers of 0.163 s (24.6 req/s saturated), p95 limit 0.5 s: the
-        // wait 4% exceed (the margin under 5%) may reach 0.32 s, 0.64 s of
-        // M/M/4 wait; Erlang C puts that near 20 req/s (C(4, 3.3) = 0.64,
-        // e^(-4.5 x 0.64)).
+        // wait 4% exceed (the margin under 5%) may reach 0.32 s, 0.43 s of
+        // M/M/4 wait (0.32 / 0.75); Erlang C puts that near 18.6 req/s
+        // (C(4, 3.0) = 0.52, e^(-6.0 x 0.43)).
         let m = model(24.6, 8, false, Some((0.163, 0.18)));
         let (rate, how) = predict(&m);
         assert_eq!(how, "erlang_c");
-        assert!((rate - 20.0).abs() < 0.5, "{rate}");
-        let tail = erlang::wait_over(4, 24.6 / 4.0, rate, 0.64);
+        assert!((rate - 18.6).abs() < 0.1, "{rate}");
+        let t = 0.32 / SERVICE_WAIT_FACTOR;
+        let tail = erlang::wait_over(4, 24.6 / 4.0, rate, t);
         assert!((tail - 0.04).abs() < 1e-6, "{tail}");
         // A lone request already over the limit: no model, a share.
         let (rate, how) = predict(&model(24.6, 8, false, Some((0.6, 0.7))));
@@ -359,8 +363,8 @@ mod tests {
         assert!(rate > 24.0 && rate < 24.6, "{rate}");
         // The search's ceiling: the model at the limit itself, above the start.
         let top = ceiling(&m).unwrap();
-        assert!((erlang::wait_over(4, 24.6 / 4.0, top, 0.64) - 0.05).abs() < 1e-6);
-        assert!(top > predict(&m).0 && top < 21.0, "{top}");
+        assert!((erlang::wait_over(4, 24.6 / 4.0, top, t) - 0.05).abs() < 1e-6);
+        assert!((top - 19.0).abs() < 0.1, "{top}");
         // A shedding server's: Erlang B at 5%, 9.1 for 8 places of 0.5 s.
         let top = ceiling(&model(16.0, 8, true, None)).unwrap();
         assert!((top - 9.08).abs() < 0.05, "{top}");

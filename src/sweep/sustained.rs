@@ -380,7 +380,10 @@ fn pooled_at(steps: &[RateStep], rate: f64) -> (Counts, u64) {
                 && matches!(s.result, StepResult::Pass | StepResult::Undecided)
         })
         .fold((Counts::default(), 0), |(c, n), s| {
-            (c + s.verdict.counts, n + s.scheduled.saturating_sub(s.uncounted))
+            (
+                c + s.verdict.counts,
+                n + s.scheduled.saturating_sub(s.uncounted),
+            )
         })
 }
 
