@@ -35,6 +35,50 @@ pub fn load_for(n: u32, share: f64) -> f64 {
     0.5 * (lo + hi)
 }
 
+/// The share of Poisson arrivals turned away by `servers` servers with
+/// room for `places` requests in all (running plus waiting; M/M/c/K),
+/// offered `a` erlangs. With `places == servers` it is Erlang B.
+pub fn blocking_with_queue(servers: u32, places: u32, a: f64) -> f64 {
+    if a <= 0.0 {
+        return 0.0;
+    }
+    let servers = servers.clamp(1, places.max(1));
+    // p_n is proportional to a^n / n! up to the servers, then each place
+    // more multiplies by a / servers; terms rescaled so none overflows.
+    let (mut term, mut sum) = (1.0f64, 1.0f64);
+    for n in 1..=places {
+        term *= a / f64::from(n.min(servers));
+        sum += term;
+        if sum > 1e200 {
+            term /= sum;
+            sum = 1.0;
+        }
+    }
+    term / sum
+}
+
+/// The offered load, in erlangs, at which `servers` servers with room for
+/// `places` turn away `share` of the arrivals.
+pub fn load_with_queue_for(servers: u32, places: u32, share: f64) -> f64 {
+    if places == 0 || share <= 0.0 {
+        return 0.0;
+    }
+    let share = share.min(1.0 - 1e-12);
+    let (mut lo, mut hi) = (0.0f64, f64::from(places).max(1.0));
+    while blocking_with_queue(servers, places, hi) < share {
+        hi *= 2.0;
+    }
+    for _ in 0..100 {
+        let mid = 0.5 * (lo + hi);
+        if blocking_with_queue(servers, places, mid) < share {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    0.5 * (lo + hi)
+}
+
 /// The probability C(n, a) that a Poisson arrival to `n` servers offered
 /// `a` erlangs waits (M/M/n with an unbounded queue); 1 when `a >= n`.
 pub fn waiting(n: u32, a: f64) -> f64 {
@@ -93,5 +137,21 @@ mod tests {
         let p = wait_over(1, 1.0, 0.5, 2.0);
         assert!((p - 0.5 * (-1.0f64).exp()).abs() < 1e-12, "{p}");
         assert_eq!(wait_over(2, 1.0, 2.0, 1.0), 1.0);
+    }
+
+    #[test]
+    fn blocking_with_a_queue_is_erlang_b_without_one_and_less_with_one() {
+        for a in [0.5, 4.54, 9.0] {
+            assert!((blocking_with_queue(8, 8, a) - blocking(8, a)).abs() < 1e-12);
+        }
+        // M/M/1/2 at a = 1: p0 = p1 = p2 = 1/3.
+        assert!((blocking_with_queue(1, 2, 1.0) - 1.0 / 3.0).abs() < 1e-12);
+        // 4 servers, 4 waiting places: fewer turned away than 4 places alone.
+        assert!(blocking_with_queue(4, 8, 3.0) < blocking(4, 3.0));
+        let a = load_with_queue_for(4, 8, 0.05);
+        assert!((blocking_with_queue(4, 8, a) - 0.05).abs() < 1e-9);
+        // No overflow with many places.
+        let b = blocking_with_queue(64, 4096, 200.0);
+        assert!(b.is_finite() && b > 0.5 && b < 1.0, "{b}");
     }
 }

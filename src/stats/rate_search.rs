@@ -56,10 +56,10 @@ pub struct Model {
 }
 
 /// Where the search starts, and how it was chosen:
-/// - `erlang_b` when shedding binds: the Erlang B rate at which the knee's
-///   places, each held as long as a request holds one there (Little's law:
-///   knee / closed-loop rate), turn away [`START_MARGIN`] of the largest
-///   shed ratio;
+/// - `erlang_b` when shedding binds: the rate at which the knee's places
+///   turn away [`START_MARGIN`] of the largest shed ratio, as many of them
+///   served at once as the closed-loop rate times a lone request's latency
+///   and the rest waiting (Erlang B when all are served; see [`shed_rate`]);
 /// - `erlang_c` when a queue binds: as many servers as the closed-loop rate
 ///   times a lone request's latency, and the highest rate at which the
 ///   wait that [`START_MARGIN`] of 5% of arrivals exceed fits in the p95
@@ -72,9 +72,7 @@ pub fn predict(m: &Model) -> (f64, &'static str) {
         return (m.closed_loop_rate * QUEUE_START, "queue");
     }
     if m.sheds {
-        let hold = f64::from(m.knee) / m.closed_loop_rate;
-        let load = erlang::load_for(m.knee, (m.max_shed_ratio * START_MARGIN).max(1e-3));
-        return (load / hold, "erlang_b");
+        return (shed_rate(m, m.max_shed_ratio * START_MARGIN), "erlang_b");
     }
     match queue_rate(m, SLOW_SHARE * START_MARGIN) {
         Some(rate) => (rate, "erlang_c"),
@@ -95,10 +93,22 @@ pub fn ceiling(m: &Model) -> Option<f64> {
         return None;
     }
     if m.sheds {
-        let hold = f64::from(m.knee) / m.closed_loop_rate;
-        return Some(erlang::load_for(m.knee, m.max_shed_ratio.max(1e-3)) / hold);
+        return Some(shed_rate(m, m.max_shed_ratio));
     }
     queue_rate(m, SLOW_SHARE)
+}
+
+/// The rate at which a server that admits the knee's requests turns away
+/// `share` of Poisson arrivals: as many servers as the closed-loop rate
+/// times a lone request's latency (the knee's when that is unknown), each
+/// serving closed-loop rate / servers requests a second, the rest of the
+/// knee's places waiting (M/M/c/K; Erlang B when every place is served).
+fn shed_rate(m: &Model, share: f64) -> f64 {
+    let servers = m.alone.map_or(m.knee, |(p50, _)| {
+        ((m.closed_loop_rate * p50).round() as u32).clamp(1, m.knee)
+    });
+    let mu = m.closed_loop_rate / f64::from(servers);
+    erlang::load_with_queue_for(servers, m.knee, share.max(1e-3)) * mu
 }
 
 /// The rate at which `share` of arrivals wait longer than the p95 limit
@@ -336,6 +346,23 @@ mod tests {
         assert!((rate - 8.6).abs() < 0.1, "{rate}");
         let (rate, how) = predict(&model(10.0, 4, false, None));
         assert_eq!((rate, how), (7.0, "queue"));
+    }
+
+    #[test]
+    fn a_shedding_server_with_a_queue_sheds_less_than_erlang_b_says() {
+        // The built-in tiny engine: 4 decoded at once, 4 more waiting, 503
+        // above 8; 20.6 req/s closed loop, 0.19 s alone. Erlang B for 8
+        // places held 8 / 20.6 s each would say 11.7 req/s at 5%; with
+        // 4 servers and 4 waiting places (M/M/4/8) it is near 16.
+        let m = model(20.6, 8, true, Some((0.19, 0.2)));
+        let top = ceiling(&m).unwrap();
+        let b = erlang::blocking_with_queue(4, 8, top / (20.6 / 4.0));
+        assert!((b - 0.05).abs() < 1e-6, "{b}");
+        assert!(top > 15.0 && top < 17.0, "{top}");
+        // Every place served (8 x 0.26 s alone at 31 req/s): Erlang B.
+        let m = model(31.1, 8, true, Some((0.255, 0.26)));
+        let top = ceiling(&m).unwrap();
+        assert!((top - erlang::load_for(8, 0.05) * 31.1 / 8.0).abs() < 1e-6);
     }
 
     #[test]
