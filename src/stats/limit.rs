@@ -8,6 +8,7 @@ use crate::stats::binomial;
 use crate::stats::decision::{Basis, Breach, Counts};
 use crate::stats::report::{Capacity, LevelSummary, Limit};
 use crate::stats::sample::Outcome;
+use crate::stats::verdict;
 
 /// KV-cache usage at or above which the cache is full.
 pub const KV_CACHE_FULL: f64 = 0.9;
@@ -63,14 +64,6 @@ pub fn settle(
 /// was left out, and the knee read 1 or 2 with `limit="errors"` for sweeps.
 pub const GROWTH_ALPHA: f64 = 1e-3;
 
-/// Significance below which the error ratio of a sweep's levels together
-/// is taken to have risen over their windows' (Fisher's exact test): then
-/// this sweep's own counts decide whether requests fail at every load.
-/// Across the levels a sweep holds 50 to 150 requests, enough to tell 10%
-/// from a window at 2%; each level alone is not (its own change test,
-/// `verdict::CHANGE_ALPHA`, is far stricter), and this test drops no pool.
-pub const RISE_ALPHA: f64 = 1e-2;
-
 /// Whether requests fail whatever the load: the lowest level broke on
 /// errors (so the knee is 0), or the error counts of the levels, pooled
 /// with what `earlier` sweeps saw at each (the verdicts' window, unless
@@ -80,7 +73,7 @@ pub const RISE_ALPHA: f64 = 1e-2;
 /// exact test at [`GROWTH_ALPHA`]): errors that grow with load are a limit
 /// of capacity, and are left out; errors that do not are health. When the
 /// error ratio of this sweep's levels together is above that of their
-/// windows beyond chance ([`RISE_ALPHA`]: the server started
+/// windows beyond chance ([`verdict::CHANGE_ALPHA`]: the server started
 /// failing), this sweep's counts alone over the limit are enough: a
 /// server that went from 2% to 10% reads 0 in the sweep after, where
 /// each level's window of 8 sweeps, mostly at 2%, would hide it for 4 to 8. At 10% of
@@ -130,9 +123,10 @@ pub fn fails_at_every_load(
         c.ended > 0 && binomial::over_limit(c.failed, c.ended, slo.max_error_ratio, alpha)
     };
     // The error rate rose: this sweep's errors, over every level, are
-    // above the windows' beyond chance (RISE_ALPHA), and then this sweep's
-    // own counts tell, as each level's verdict does after a change.
-    let rose = binomial::fisher(own.failed, own.ended, before.failed, before.ended).1 < RISE_ALPHA;
+    // above the windows' beyond chance (CHANGE_ALPHA), and then this
+    // sweep's own counts tell, as each level's verdict does after a change.
+    let rose = binomial::fisher(own.failed, own.ended, before.failed, before.ended).1
+        < verdict::CHANGE_ALPHA;
     over(pooled) || (rose && over(own))
 }
 

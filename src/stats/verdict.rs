@@ -44,17 +44,13 @@ pub const DECISION_QUANTILE: f64 = 0.95;
 
 /// Significance below which this sweep's counts are taken to differ from the
 /// pooled ones (a server that changed), on any share (Fisher's exact test).
-/// Strict, so that noise rarely drops the pool (at 2% of errors, 3 of 8
-/// after 0 of 64 is 0.0009: kept), while a capacity drop (most requests
-/// shed where none were) is far below it at once. 1e-2 was tried (issue
-/// 28): a change of the error rate showed in one to three sweeps, but a
-/// burst of 3 failures of 8 on a server failing 4% dropped level 1's pool,
-/// the burst then dominated the pool left, and the knee read 0 for up to
-/// 12 sweeps (BENCHMARKS.md). A rise of the error rate is told across the
-/// levels instead (`stats::limit::RISE_ALPHA`). A verdict after a change
-/// that the pooled reading contradicts waits for the ceiling
-/// ([`change_needs_more`]).
-pub const CHANGE_ALPHA: f64 = 1e-4;
+/// 1e-2: a change of the error rate across the limit (2% to 10%) shows in
+/// one to three sweeps of 8 to 96 requests, where 1e-4 waited for the
+/// 8-sweep pool to turn over (4 to 8 sweeps). The cost, a pool dropped by
+/// chance about once in a hundred levels, is bounded: a level whose pool
+/// was dropped breaks on its own requests only when they also break pooled,
+/// or at its ceiling ([`change_needs_more`]).
+pub const CHANGE_ALPHA: f64 = 1e-2;
 
 /// Confidence at which the evidence of an undecided level is read for a
 /// lean (its lower bound over a limit: it leans to a break; else to a
@@ -248,9 +244,9 @@ pub fn stand_in(
 /// reading (a break where the pool with them does not break, a pass where
 /// it breaks). Such a verdict waits for the level's ceiling (the level
 /// sends more, as an undecided one does), so that a pool dropped by chance
-/// ([`CHANGE_ALPHA`]) neither breaks a level on a burst of failures nor
-/// passes it on one clean sweep after a break; a real change has the
-/// ceiling's requests to show itself.
+/// (about one level in a hundred, [`CHANGE_ALPHA`]) neither breaks a level
+/// on a burst of 3 failures of 8 nor passes it on one clean sweep after a
+/// break; a real change has the ceiling's requests to show itself.
 pub fn change_needs_more(v: &Verdict, window: &[Counts], current: &Counts, slo: &Slo) -> bool {
     if !v.change_seen || v.decided_by == Some(Basis::NoSuccess) {
         return false;
@@ -609,13 +605,36 @@ mod tests {
     }
 
     #[test]
+    fn a_change_of_the_error_rate_across_the_limit_drops_the_pool_in_one_sweep() {
+        let slo = slo(1000, 0.05, 0.05);
+        // Level 8 of a server failing 2% (3 of 192 over 8 sweeps) fails
+        // 10% now: 8 of 96 at the ceiling (Fisher p 0.008).
+        let window = vec![
+            sweep_counts(24, 0),
+            sweep_counts(24, 1),
+            sweep_counts(24, 0),
+            sweep_counts(24, 0),
+            sweep_counts(24, 1),
+            sweep_counts(24, 0),
+            sweep_counts(24, 1),
+            sweep_counts(24, 0),
+        ];
+        let v = decide(&window, &sweep_counts(96, 8), &slo, 0.95);
+        assert!(v.change_seen);
+        assert_eq!((v.requests, v.pooled_sweeps), (96, 0));
+        // 2 of 24 (p 0.19) is noise: pooled.
+        let v = decide(&window, &sweep_counts(24, 2), &slo, 0.95);
+        assert!(!v.change_seen);
+    }
+
+    #[test]
     fn a_verdict_after_a_change_against_the_pooled_reading_waits_for_the_ceiling() {
         let slo = slo(1000, 0.05, 0.05);
-        // 5% for 160 requests, then 5 failures of 8 (p 0.00006): the pool
-        // is left out, and 5 of 8 alone breaks, but pooled (13 of 168) it
-        // does not: the level sends more before it breaks.
+        // 2% for 160 requests, then a burst of 3 failures of 8 (p 0.001):
+        // the pool is left out, and 3 of 8 alone breaks, but pooled (6 of
+        // 168) it does not: the level sends more before it breaks.
         let window = vec![sweep_counts(20, 1); 8];
-        let burst = sweep_counts(8, 5);
+        let burst = sweep_counts(8, 3);
         let v = decide(&window, &burst, &slo, 0.95);
         assert_eq!((v.decision, v.change_seen), (Decision::Break, true));
         assert!(change_needs_more(&v, &window, &burst, &slo));
@@ -628,10 +647,10 @@ mod tests {
         let v = decide(&clean, &dropped, &slo, 0.95);
         assert_eq!((v.decision, v.change_seen), (Decision::Break, true));
         assert!(!change_needs_more(&v, &clean, &dropped, &slo));
-        // A clean sweep after a break (5 of 6, stopped early, then 0 of
-        // 24: Fisher p 0.00004) passes alone, but pooled it still breaks.
-        let broke = vec![sweep_counts(6, 5)];
-        let clean = sweep_counts(24, 0);
+        // A clean sweep after a break (3 of 3, stopped early, then 0 of
+        // 12: Fisher p 0.002) passes alone, but pooled it still breaks.
+        let broke = vec![sweep_counts(3, 3)];
+        let clean = sweep_counts(12, 0);
         let v = decide(&broke, &clean, &slo, 0.95);
         assert_eq!((v.decision, v.change_seen), (Decision::Pass, true));
         assert!(change_needs_more(&v, &broke, &clean, &slo));
