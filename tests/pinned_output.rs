@@ -183,7 +183,6 @@ fn verdict(concurrency: u32, ok: u64, shed: u64, errors: u64) -> Verdict {
             timed: ok + errors,
             slow: 0,
         },
-        stands_in: false,
     }
 }
 

@@ -337,7 +337,7 @@ pub const CAPACITY_LIMIT: Spec = Spec {
 /// Whether every level the knee rests on was decided, per workload.
 pub const CAPACITY_KNEE_DECIDED: Spec = Spec {
     name: "llmprobe_capacity_knee_decided",
-    help: "1 when every level the knee depends on was decided (pass or break, at the verdict's confidence, or standing in: its last break or clear pass on the same server, while the evidence leans that way); 0 when one was undecided without such a stand-in: the knee stepped over it and could be lower. Alerts and autoscaling ignore a knee at 0 here.",
+    help: "1 when every level the knee depends on was decided (pass or break, at the verdict's confidence, or as last decided on the same server); 0 when one was undecided with nothing decided before: the knee stepped over it and could be lower. Alerts and autoscaling ignore a knee at 0 here.",
     labels: WORKLOAD,
 };
 /// Whether the knee is a lower bound, per workload.

@@ -38,10 +38,9 @@ pub enum Decision {
     /// Evidence, at the stated confidence, that the level breaks the SLO.
     Break,
     /// Observed over a limit, without that evidence, at the request ceiling:
-    /// the knee counts it as the level's last verdict that may stand in on
-    /// the same server while the evidence leans its way; else it neither
-    /// raises nor lowers the knee ([`Verdict::counted_as`],
-    /// [`Capacity::knee_undecided`], `stats::verdict::stand_in`).
+    /// the knee counts it as the level's last decided verdict on the same
+    /// server; when there is none it neither raises nor lowers the knee
+    /// ([`Verdict::counted_as`], [`Capacity::knee_undecided`]).
     Undecided,
 }
 
@@ -147,17 +146,11 @@ pub struct Verdict {
     /// The confidence of the tests (`verdict_confidence`).
     pub confidence: f64,
     /// What the knee counted: the decision, or for an undecided level the
-    /// last verdict of that level on the same server that may stand in (a
-    /// break or a clear pass) while the evidence leans its way, else
+    /// last decided verdict of that level on the same server, else
     /// undecided (the level neither raises nor lowers the knee).
     pub counted_as: Decision,
     /// The bounds on the evidence.
     pub lower_bounds: LowerBounds,
     /// This sweep's counts (what later sweeps pool).
     pub counts: Counts,
-    /// Whether the decision may stand in for the level in a later sweep
-    /// where it is undecided (a break, or a clear pass:
-    /// `stats::verdict::stands_in`); the pool keeps it. Not exported.
-    #[serde(skip)]
-    pub stands_in: bool,
 }

@@ -50,10 +50,8 @@ impl Identity {
 pub struct Prior {
     /// Their counts, oldest first.
     pub window: Vec<Counts>,
-    /// The level's last decided verdict on this server when it may stand
-    /// in for a level undecided now (a break, or a clear pass:
-    /// `stats::verdict::stands_in`); None when it was never decided, or
-    /// when the last decided verdict may not stand in.
+    /// The level's last decided verdict (pass or break) on this server, for
+    /// a level undecided now; None when it was never decided.
     pub last_decided: Option<Decision>,
 }
 
@@ -184,14 +182,9 @@ impl Evidence {
                     *level = Level::default();
                 }
                 level.sweeps.push_back((now, v.counts));
-                // A verdict that may stand in replaces the one before it; a
-                // pass that may not (just within the limit) forgets a break
-                // and keeps a pass.
-                level.last_decided = match (v.decision, v.stands_in) {
-                    (Decision::Undecided, _) => level.last_decided,
-                    (d, true) => Some(d),
-                    (_, false) => level.last_decided.filter(|d| *d == Decision::Pass),
-                };
+                if v.decision != Decision::Undecided {
+                    level.last_decided = Some(v.decision);
+                }
             }
         }
         // Evidence the next sweep would not pool any more is dropped.
@@ -285,38 +278,6 @@ mod tests {
         e.record(&report("sglang", &[(1, 0, false)]));
         assert_eq!(e.prior(&setup("sglang"), "chat", 1).window.len(), 1);
         assert!(e.prior(&setup("sglang"), "chat", 2).window.is_empty());
-    }
-
-    /// A sweep whose level 1 was decided as `decision`, that verdict
-    /// standing in later or not.
-    fn decided(decision: Decision, stands_in: bool) -> SweepReport {
-        let mut r = report("vllm", &[(1, 0, false)]);
-        if let Some(v) = &mut r.workloads[0].levels[0].verdict {
-            v.decision = decision;
-            v.stands_in = stands_in;
-        }
-        r
-    }
-
-    #[test]
-    fn only_a_verdict_that_may_stand_in_is_kept_and_a_weak_pass_forgets_it() {
-        let mut e = Evidence::default();
-        let last = |e: &Evidence| e.prior(&setup("vllm"), "chat", 1).last_decided;
-        e.record(&decided(Decision::Break, true));
-        assert_eq!(last(&e), Some(Decision::Break));
-        // Undecided: the break is kept (whether it stands in is the
-        // evidence's lean, stats::verdict::stand_in).
-        e.record(&decided(Decision::Undecided, false));
-        assert_eq!(last(&e), Some(Decision::Break));
-        // A pass just within the limit decides its sweep, stands in for
-        // none, and the break before it no longer does either.
-        e.record(&decided(Decision::Pass, false));
-        assert_eq!(last(&e), None);
-        e.record(&decided(Decision::Pass, true));
-        assert_eq!(last(&e), Some(Decision::Pass));
-        // It keeps a clear pass before it.
-        e.record(&decided(Decision::Pass, false));
-        assert_eq!(last(&e), Some(Decision::Pass));
     }
 
     #[test]

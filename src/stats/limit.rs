@@ -8,7 +8,6 @@ use crate::stats::binomial;
 use crate::stats::decision::{Basis, Breach, Counts};
 use crate::stats::report::{Capacity, LevelSummary, Limit};
 use crate::stats::sample::Outcome;
-use crate::stats::verdict;
 
 /// KV-cache usage at or above which the cache is full.
 pub const KV_CACHE_FULL: f64 = 0.9;
@@ -54,29 +53,14 @@ pub fn settle(
     capacity.limit = Some(first_break(&all, capacity.knee_concurrency, slo));
 }
 
-/// Significance below which a level's error ratio is taken to grow with
-/// the load over the levels below it (Fisher's exact test), so that its
-/// errors are capacity, not health. Strict: errors that come with load
-/// (timeouts past a queue, an engine that fails over its batch) go from
-/// near none to most requests, far below it, while at a uniform 10% the
-/// level where the climb broke has by its very selection a high share
-/// (12 of 72 over 8 of 160 below, p 0.005): at the verdicts' 5% such a level
-/// was left out, and the knee read 1 or 2 with `limit="errors"` for sweeps.
-pub const GROWTH_ALPHA: f64 = 1e-3;
-
 /// Whether requests fail whatever the load: the lowest level broke on
 /// errors (so the knee is 0), or the error counts of the levels, pooled
 /// with what `earlier` sweeps saw at each (the verdicts' window, unless
 /// the level saw a change), are over `max_error_ratio` at `confidence`.
 /// A level that broke on errors joins the pool only when its error ratio is
 /// not higher than that of the levels below it beyond chance (Fisher's
-/// exact test at [`GROWTH_ALPHA`]): errors that grow with load are a limit
-/// of capacity, and are left out; errors that do not are health. When the
-/// error ratio of this sweep's levels together is above that of their
-/// windows beyond chance ([`verdict::CHANGE_ALPHA`]: the server started
-/// failing), this sweep's counts alone over the limit are enough: a
-/// server that went from 2% to 10% reads 0 in the sweep after, where
-/// each level's window of 8 sweeps, mostly at 2%, would hide it for 4 to 8. At 10% of
+/// exact test at `1 - confidence`): errors that grow with load are a limit
+/// of capacity, and are left out; errors that do not are health. At 10% of
 /// errors every level alone passes by luck, stays undecided or breaks, the
 /// climb stops at the first that breaks, and only together do they hold
 /// the evidence.
@@ -93,41 +77,29 @@ pub fn fails_at_every_load(
     if knee == 0 && levels.first().is_some_and(broke_on_errors) {
         return true;
     }
-    // The levels' counts with their windows (`pooled`), this sweep's
-    // alone (`own`) and the windows' alone (`before`), over the levels
-    // that join.
-    let (mut pooled, mut own, mut before) =
-        (Counts::default(), Counts::default(), Counts::default());
-    for l in levels {
-        let Some(v) = l.verdict.as_ref() else {
-            continue;
-        };
+    // A level's counts with its window.
+    let evidence = |l: &LevelSummary| {
+        let v = l.verdict.as_ref()?;
         let window = if v.change_seen {
             Vec::new()
         } else {
             earlier(l.concurrency)
         };
-        let w = window.into_iter().fold(Counts::default(), |a, c| a + c);
-        let c = w + v.counts;
+        Some(window.into_iter().fold(v.counts, |a, c| a + c))
+    };
+    let mut pooled = Counts::default();
+    for l in levels {
+        let Some(c) = evidence(l) else { continue };
         if broke_on_errors(l) {
             let (_, higher) = binomial::fisher(c.failed, c.ended, pooled.failed, pooled.ended);
-            if higher < GROWTH_ALPHA {
+            if higher < alpha {
                 continue;
             }
         }
         pooled = pooled + c;
-        own = own + v.counts;
-        before = before + w;
     }
-    let over = |c: Counts| {
-        c.ended > 0 && binomial::over_limit(c.failed, c.ended, slo.max_error_ratio, alpha)
-    };
-    // The error rate rose: this sweep's errors, over every level, are
-    // above the windows' beyond chance (CHANGE_ALPHA), and then this
-    // sweep's own counts tell, as each level's verdict does after a change.
-    let rose = binomial::fisher(own.failed, own.ended, before.failed, before.ended).1
-        < verdict::CHANGE_ALPHA;
-    over(pooled) || (rose && over(own))
+    pooled.ended > 0
+        && binomial::over_limit(pooled.failed, pooled.ended, slo.max_error_ratio, alpha)
 }
 
 /// The limit of a workload whose knee is `knee`, from its `levels` sorted
@@ -318,89 +290,6 @@ mod tests {
             (0, Some(Limit::ErrorsAtEveryLoad))
         );
         assert_eq!(Limit::ErrorsAtEveryLoad.as_str(), "errors_at_every_load");
-    }
-
-    #[test]
-    fn a_uniform_error_rate_where_the_climb_broke_is_still_health() {
-        use Decision::{Break, Pass};
-        // 10% at every level: level 1 drew a low stretch (8 of 160, a pass
-        // just within 5%), level 2 broke on 12 of 72. Higher than below,
-        // but not beyond GROWTH_ALPHA (p 0.005): pooled, 20 of 232 is over
-        // 5%, so knee 0 for health, not a capacity of 1 with `errors`.
-        let ten = [failing(1, 160, 8, Pass), failing(2, 72, 12, Break)];
-        let c = settled(&ten);
-        assert_eq!(
-            (c.knee_concurrency, c.limit),
-            (0, Some(Limit::ErrorsAtEveryLoad))
-        );
-    }
-
-    #[test]
-    fn errors_that_rose_at_every_level_read_knee_zero_in_the_sweep_after() {
-        use Decision::{Break, Pass, Undecided};
-        // 8 sweeps at 2% (3 of 160 at level 1, 4 of 192 at 8), then 10%:
-        // level 1 undecided on 3 of 32, level 8 breaks on 9 of 96. Pooled
-        // with the windows, 19 of 480 is within 5%; this sweep's 12 of 128
-        // rose beyond chance over the windows' 7 of 352, and is over 5%.
-        let levels = [
-            failing(1, 32, 3, Undecided),
-            failing(8, 96, 9, Break),
-            failing(16, 8, 0, Pass),
-        ];
-        let window = |c: u32| match c {
-            1 => vec![
-                sweep(20, 0),
-                sweep(20, 1),
-                sweep(20, 0),
-                sweep(20, 1),
-                sweep(20, 0),
-                sweep(20, 0),
-                sweep(20, 1),
-                sweep(20, 0),
-            ],
-            8 => vec![
-                sweep(24, 0),
-                sweep(24, 1),
-                sweep(24, 0),
-                sweep(24, 1),
-                sweep(24, 1),
-                sweep(24, 0),
-                sweep(24, 1),
-                sweep(24, 0),
-            ],
-            _ => Vec::new(),
-        };
-        let mut c = crate::stats::knee::capacity(&levels, 0.9, None);
-        settle(&mut c, &levels, &[], &window, &slo(), 0.95);
-        assert_eq!(
-            (c.knee_concurrency, c.limit),
-            (0, Some(Limit::ErrorsAtEveryLoad))
-        );
-        // The same sweep at 4% over a window at 4%: nothing rose.
-        let window4 = |c: u32| match c {
-            1 => vec![sweep(20, 1); 8],
-            8 => vec![sweep(24, 1); 8],
-            _ => Vec::new(),
-        };
-        let ok = [
-            failing(1, 32, 2, Undecided),
-            failing(8, 96, 5, Undecided),
-            failing(16, 8, 0, Pass),
-        ];
-        let mut c = crate::stats::knee::capacity(&ok, 0.9, None);
-        settle(&mut c, &ok, &[], &window4, &slo(), 0.95);
-        assert_ne!(c.limit, Some(Limit::ErrorsAtEveryLoad));
-    }
-
-    /// The counts of one earlier sweep: `failed` of `ended`.
-    fn sweep(ended: u64, failed: u64) -> Counts {
-        Counts {
-            ended,
-            ok: ended - failed,
-            failed,
-            timed: ended,
-            ..Counts::default()
-        }
     }
 
     #[test]

@@ -43,20 +43,11 @@ pub use crate::stats::decision::Breach;
 pub const DECISION_QUANTILE: f64 = 0.95;
 
 /// Significance below which this sweep's counts are taken to differ from the
-/// pooled ones (a server that changed), on any share (Fisher's exact test).
-/// 1e-2: a change of the error rate across the limit (2% to 10%) shows in
-/// one to three sweeps of 8 to 96 requests, where 1e-4 waited for the
-/// 8-sweep pool to turn over (4 to 8 sweeps). The cost, a pool dropped by
-/// chance about once in a hundred levels, is bounded: a level whose pool
-/// was dropped breaks on its own requests only when they also break pooled,
-/// or at its ceiling ([`change_needs_more`]).
-pub const CHANGE_ALPHA: f64 = 1e-2;
-
-/// Confidence at which the evidence of an undecided level is read for a
-/// lean (its lower bound over a limit: it leans to a break; else to a
-/// pass): the last decided verdict stands in only while the evidence leans
-/// its way ([`stand_in`]).
-pub const LEAN_CONFIDENCE: f64 = 0.8;
+/// pooled ones (a server that changed): strict, so that noise rarely drops
+/// the pool (at 2% of errors, 3 of 8 after 0 of 64 is 0.0009: kept), while a
+/// capacity drop (most requests shed where none were) is far below it at
+/// once.
+pub const CHANGE_ALPHA: f64 = 1e-4;
 
 /// The share of decision latencies allowed over the p95 limit.
 pub const SLOW_SHARE: f64 = 1.0 - DECISION_QUANTILE;
@@ -136,7 +127,6 @@ pub fn decide(window: &[Counts], current: &Counts, slo: &Slo, confidence: f64) -
             slow_ratio: binomial::lower_bound(e.slow, e.timed, alpha),
         },
         counts: *current,
-        stands_in: stands_in(d.decision, window, current, slo),
     }
 }
 
@@ -149,25 +139,15 @@ struct Decided {
     change_seen: bool,
 }
 
-/// The evidence a verdict rests on: this sweep's `current` counts, with the
-/// `window` pooled unless they differ beyond chance. (evidence, earlier
-/// sweeps pooled, whether a change was seen).
-fn evidence(window: &[Counts], current: &Counts, slo: &Slo) -> (Counts, u32, bool) {
+fn decision(window: &[Counts], current: &Counts, slo: &Slo, alpha: f64) -> Decided {
     let prior = window.iter().fold(Counts::default(), |a, c| a + *c);
     let change_seen = prior.ended > 0 && changed(&prior, current, slo);
-    if change_seen || prior.ended == 0 {
-        (*current, 0, change_seen)
+    let (pooled, pooled_sweeps) = if change_seen || prior.ended == 0 {
+        (Counts::default(), 0)
     } else {
-        (
-            prior + *current,
-            window.iter().filter(|c| c.ended > 0).count() as u32,
-            false,
-        )
-    }
-}
-
-fn decision(window: &[Counts], current: &Counts, slo: &Slo, alpha: f64) -> Decided {
-    let (evidence, pooled_sweeps, change_seen) = evidence(window, current, slo);
+        (prior, window.iter().filter(|c| c.ended > 0).count() as u32)
+    };
+    let evidence = pooled + *current;
     let shares = evidence.shares(slo);
     let broke = shares
         .iter()
@@ -188,79 +168,6 @@ fn decision(window: &[Counts], current: &Counts, slo: &Slo, alpha: f64) -> Decid
         evidence,
         pooled_sweeps,
         change_seen,
-    }
-}
-
-/// Whether a decided verdict (from `window` and `current`, as [`decide`]
-/// took them) may later stand in for the level when it is undecided: a
-/// break (decided at the verdict's confidence), or a **clear** pass, each
-/// share's upper bound at [`sustained::PASS_CONFIDENCE`] within its limit
-/// ([`sustained::clearly_within`]). A pass on an observed share just
-/// within the limit (8 failures of 160 from a server failing 10%) decides
-/// its own sweep, and stands in for none.
-///
-/// [`sustained::PASS_CONFIDENCE`]: crate::stats::sustained::PASS_CONFIDENCE
-/// [`sustained::clearly_within`]: crate::stats::sustained::clearly_within
-pub fn stands_in(decision: Decision, window: &[Counts], current: &Counts, slo: &Slo) -> bool {
-    match decision {
-        Decision::Break => true,
-        Decision::Undecided => false,
-        Decision::Pass => {
-            crate::stats::sustained::clearly_within(&evidence(window, current, slo).0, slo)
-        }
-    }
-}
-
-/// What an undecided level counts as, from the last verdict that could
-/// stand in for it (`last`, see [`stands_in`]) and the evidence now
-/// (`window` and `current`, as [`decide`] took them): that verdict while the
-/// evidence leans its way at [`LEAN_CONFIDENCE`] (a share's lower bound over
-/// its limit leans to a break, none to a pass), else undecided (neither a
-/// pass nor a break: the knee steps over it). A chance break of a server
-/// within the SLO is forgotten as soon as the evidence no longer leans to
-/// it, and so is a pass of a server over it.
-pub fn stand_in(
-    last: Option<Decision>,
-    window: &[Counts],
-    current: &Counts,
-    slo: &Slo,
-) -> Decision {
-    let (evidence, _, _) = evidence(window, current, slo);
-    let alpha = 1.0 - LEAN_CONFIDENCE;
-    let leans_to_break = evidence
-        .shares(slo)
-        .iter()
-        .any(|(_, k, n, limit)| binomial::lower_bound(*k, *n, alpha) > *limit);
-    match last {
-        Some(Decision::Break) if leans_to_break => Decision::Break,
-        Some(Decision::Pass) if !leans_to_break => Decision::Pass,
-        _ => Decision::Undecided,
-    }
-}
-
-/// Whether a level whose pool was left out for a change
-/// ([`Verdict::change_seen`]) is to send more before its verdict stands:
-/// decided on this sweep's requests alone, it contradicts the pooled
-/// reading (a break where the pool with them does not break, a pass where
-/// it breaks). Such a verdict waits for the level's ceiling (the level
-/// sends more, as an undecided one does), so that a pool dropped by chance
-/// (about one level in a hundred, [`CHANGE_ALPHA`]) neither breaks a level
-/// on a burst of 3 failures of 8 nor passes it on one clean sweep after a
-/// break; a real change has the ceiling's requests to show itself.
-pub fn change_needs_more(v: &Verdict, window: &[Counts], current: &Counts, slo: &Slo) -> bool {
-    if !v.change_seen || v.decided_by == Some(Basis::NoSuccess) {
-        return false;
-    }
-    let pooled = window.iter().fold(*current, |a, c| a + *c);
-    let alpha = 1.0 - v.confidence;
-    let pooled_breaks = pooled
-        .shares(slo)
-        .iter()
-        .any(|(_, k, n, limit)| binomial::over_limit(*k, *n, *limit, alpha));
-    match v.decision {
-        Decision::Break => !pooled_breaks,
-        Decision::Pass => pooled_breaks,
-        Decision::Undecided => false,
     }
 }
 
@@ -602,117 +509,6 @@ mod tests {
         let window = vec![dropped; 7];
         let v = decide(&window, &sweep_counts(24, 0), &slo, 0.95);
         assert_eq!((v.decision, v.change_seen), (Decision::Pass, true));
-    }
-
-    #[test]
-    fn a_change_of_the_error_rate_across_the_limit_drops_the_pool_in_one_sweep() {
-        let slo = slo(1000, 0.05, 0.05);
-        // Level 8 of a server failing 2% (3 of 192 over 8 sweeps) fails
-        // 10% now: 8 of 96 at the ceiling (Fisher p 0.008).
-        let window = vec![
-            sweep_counts(24, 0),
-            sweep_counts(24, 1),
-            sweep_counts(24, 0),
-            sweep_counts(24, 0),
-            sweep_counts(24, 1),
-            sweep_counts(24, 0),
-            sweep_counts(24, 1),
-            sweep_counts(24, 0),
-        ];
-        let v = decide(&window, &sweep_counts(96, 8), &slo, 0.95);
-        assert!(v.change_seen);
-        assert_eq!((v.requests, v.pooled_sweeps), (96, 0));
-        // 2 of 24 (p 0.19) is noise: pooled.
-        let v = decide(&window, &sweep_counts(24, 2), &slo, 0.95);
-        assert!(!v.change_seen);
-    }
-
-    #[test]
-    fn a_verdict_after_a_change_against_the_pooled_reading_waits_for_the_ceiling() {
-        let slo = slo(1000, 0.05, 0.05);
-        // 2% for 160 requests, then a burst of 3 failures of 8 (p 0.001):
-        // the pool is left out, and 3 of 8 alone breaks, but pooled (6 of
-        // 168) it does not: the level sends more before it breaks.
-        let window = vec![sweep_counts(20, 1); 8];
-        let burst = sweep_counts(8, 3);
-        let v = decide(&window, &burst, &slo, 0.95);
-        assert_eq!((v.decision, v.change_seen), (Decision::Break, true));
-        assert!(change_needs_more(&v, &window, &burst, &slo));
-        // A capacity drop breaks at once: pooled, 18 shed of 188 breaks too.
-        let clean = vec![sweep_counts(24, 0); 7];
-        let mut dropped = sweep_counts(20, 0);
-        dropped.shed = 18;
-        dropped.ok = 2;
-        dropped.timed = 2;
-        let v = decide(&clean, &dropped, &slo, 0.95);
-        assert_eq!((v.decision, v.change_seen), (Decision::Break, true));
-        assert!(!change_needs_more(&v, &clean, &dropped, &slo));
-        // A clean sweep after a break (3 of 3, stopped early, then 0 of
-        // 12: Fisher p 0.002) passes alone, but pooled it still breaks.
-        let broke = vec![sweep_counts(3, 3)];
-        let clean = sweep_counts(12, 0);
-        let v = decide(&broke, &clean, &slo, 0.95);
-        assert_eq!((v.decision, v.change_seen), (Decision::Pass, true));
-        assert!(change_needs_more(&v, &broke, &clean, &slo));
-        // Without a change, a break is a break.
-        let v = decide(&[], &burst, &slo, 0.95);
-        assert!(!change_needs_more(&v, &[], &burst, &slo));
-    }
-
-    #[test]
-    fn only_a_break_or_a_clear_pass_stands_in() {
-        let slo = slo(1000, 0.05, 0.05);
-        // 8 failures of 160 at 10%: a pass (5.0% is within 5%), but its
-        // upper bound at 50% is over the limit: it stands in for nothing.
-        let low_stretch = vec![sweep_counts(20, 1); 7];
-        let now = sweep_counts(20, 1);
-        let v = decide(&low_stretch, &now, &slo, 0.95);
-        assert_eq!(v.decision, Decision::Pass);
-        assert!(!v.stands_in);
-        // 4 of 200 (2%): clear.
-        let two = [sweep_counts(25, 0), sweep_counts(25, 1)];
-        let v = decide(&two.repeat(4)[..7], &sweep_counts(25, 1), &slo, 0.95);
-        assert_eq!(v.decision, Decision::Pass);
-        assert!(v.stands_in);
-        // A break always may; an undecided level never does.
-        assert!(decide(&[], &sweep_counts(8, 3), &slo, 0.95).stands_in);
-        assert!(!decide(&[], &sweep_counts(8, 1), &slo, 0.95).stands_in);
-    }
-
-    #[test]
-    fn a_stand_in_holds_only_while_the_evidence_leans_its_way() {
-        let slo = slo(1000, 0.05, 0.05);
-        // A level of a 4% server broke by chance (3 of 12), then went clean:
-        // 3 of 24 still leans to a break (lower bound at 80%: 6.4%), 3 of
-        // 36 no longer does (4.3%): the break is forgotten.
-        let broke = vec![sweep_counts(12, 3)];
-        let one = sweep_counts(12, 0);
-        let last = Some(Decision::Break);
-        assert_eq!(
-            decide(&broke, &one, &slo, 0.95).decision,
-            Decision::Undecided
-        );
-        assert_eq!(stand_in(last, &broke, &one, &slo), Decision::Break);
-        let two = vec![sweep_counts(12, 3), sweep_counts(12, 0)];
-        assert_eq!(stand_in(last, &two, &one, &slo), Decision::Undecided);
-        // A pass of a server within the SLO stands in while 6% of 200
-        // leans to neither side; at 9 of 100 the evidence leans to a
-        // break (lower bound at 80%: 6.3%) and the pass is forgotten.
-        let last = Some(Decision::Pass);
-        let near = [sweep_counts(25, 1), sweep_counts(25, 2)];
-        let near = near.repeat(4);
-        let v = decide(&near[..7], &sweep_counts(25, 2), &slo, 0.95);
-        assert_eq!(v.decision, Decision::Undecided);
-        assert_eq!(
-            stand_in(last, &near[..7], &sweep_counts(25, 2), &slo),
-            Decision::Pass
-        );
-        let high = [sweep_counts(25, 2), sweep_counts(25, 3)];
-        let (w, c) = (&high.repeat(2)[..3], sweep_counts(25, 2));
-        assert_eq!(decide(w, &c, &slo, 0.95).decision, Decision::Undecided);
-        assert_eq!(stand_in(last, w, &c, &slo), Decision::Undecided);
-        // Never decided: undecided whatever the lean.
-        assert_eq!(stand_in(None, w, &c, &slo), Decision::Undecided);
     }
 
     /// A request of a recorded level: its outcome and latency.

@@ -116,11 +116,9 @@ struct Judged {
 /// Runs the counted passes over a level from places the caller holds: its
 /// planned count `n`, then, while the verdict (pooled with what earlier
 /// sweeps saw, `prior`) is undecided, `n` more, up to the target's
-/// `verdict_ceiling` times `n`, and so does a verdict after a change that
-/// the pooled reading contradicts. Still undecided, the level counts as its
-/// last verdict that may stand in on this server (a break or a clear pass)
-/// while the evidence leans its way, else as undecided: it neither raises
-/// nor lowers the knee, which says so (`stats::verdict::stand_in`).
+/// `verdict_ceiling` times `n`. Still undecided, the level counts as it was
+/// last decided on this server, or, when it never was, as undecided: it
+/// neither raises nor lowers the knee, which says so.
 async fn judge_level(
     run: &closed_loop::Run,
     target: &Target,
@@ -163,17 +161,10 @@ async fn judge_level(
             });
         }
         if verdict.decision == Decision::Undecided && !verdict.change_seen {
-            // The last verdict that may stand in, while the evidence leans
-            // its way; else neither a pass nor a break (stats::knee).
-            verdict.counted_as =
-                verdict::stand_in(prior.last_decided, window, &before, &target.slo);
+            // Never decided here: neither a pass nor a break (stats::knee).
+            verdict.counted_as = prior.last_decided.unwrap_or(Decision::Undecided);
         }
-        verdict.stands_in = verdict::stands_in(verdict.decision, window, &before, &target.slo);
-        // A verdict on this sweep's requests alone, after a change, that
-        // the pooled reading contradicts waits for the ceiling.
-        let unconfirmed_change = all.stopped.is_none()
-            && verdict::change_needs_more(&verdict, window, &before, &target.slo);
-        let more = (verdict.decision == Decision::Undecided || unconfirmed_change)
+        let more = verdict.decision == Decision::Undecided
             && planned < ceiling
             && !run.cancel.is_cancelled()
             // An answer over the output limit restarts the workload anyway.
