@@ -134,44 +134,12 @@ async fn a_flood_of_wrong_passwords_does_not_stop_the_measurements() {
     let auth = Some(("prom", "right"));
     let before = first_sweep(&daemon, auth).await;
 
-    // Eight clients looping wrong passwords, for a known user and an unknown one.
-    let stop = tokio_util::sync::CancellationToken::new();
-    let mut flood = Vec::new();
-    let wrong = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    for i in 0..8 {
-        let url = daemon.url("/metrics");
-        let stop = stop.clone();
-        let wrong = wrong.clone();
-        flood.push(tokio::spawn(async move {
-            let client = client();
-            let user = if i % 2 == 0 { "prom" } else { "nobody" };
-            while !stop.is_cancelled() {
-                if let Ok(r) = client
-                    .get(&url)
-                    .basic_auth(user, Some(format!("wrong-{i}")))
-                    .send()
-                    .await
-                {
-                    assert_eq!(r.status(), 401);
-                    wrong.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
-            }
-        }));
-    }
-    // The flood under way (its first wrong passwords answered, however long
-    // bcrypt takes on this machine) before the sweeps are counted, so that
-    // the two more sweeps below ran during it.
-    let answered = || wrong.load(std::sync::atomic::Ordering::Relaxed);
-    wait::poll("the flood answered", Duration::from_secs(60), || async {
-        match answered() {
-            n if n >= 8 => Ok(()),
-            n => Err(format!(
-                "{n} wrong passwords answered\n{}",
-                daemon.process.tail()
-            )),
-        }
-    })
-    .await;
+    // Eight clients looping wrong passwords, for a known user and an unknown
+    // one. The flood under way (its first wrong passwords answered, however
+    // long bcrypt takes on this machine) before the sweeps are counted, so
+    // that the two more sweeps below ran during it.
+    let flood = Flood::start(&daemon, 8, |_| client(), false);
+    flood.under_way(&daemon).await;
     let during = wait::poll("the sweeps so far", Duration::from_secs(60), || async {
         ok_sweeps(&daemon, auth)
             .await
@@ -180,10 +148,7 @@ async fn a_flood_of_wrong_passwords_does_not_stop_the_measurements() {
     .await;
     assert!(during >= before, "{during} ok sweeps, {before} before");
     sweeps_go_on(&daemon, auth, during).await;
-    stop.cancel();
-    for f in flood {
-        f.await.unwrap();
-    }
+    let answered = flood.stop().await;
     // Counted, not logged one by one: one WARN line so far (the next is
     // due a minute after it).
     let text = client()
@@ -199,9 +164,8 @@ async fn a_flood_of_wrong_passwords_does_not_stop_the_measurements() {
     // address holds two places).
     let wrong_counted = metric_sum(&text, "llmprobe_http_auth_failures_total", &[]);
     assert!(
-        wrong_counted >= answered() as f64,
-        "{wrong_counted} counted, {} answered",
-        answered()
+        wrong_counted >= answered as f64,
+        "{wrong_counted} counted, {answered} answered"
     );
     let lines = daemon
         .process
@@ -219,6 +183,92 @@ async fn a_flood_of_wrong_passwords_does_not_stop_the_measurements() {
     assert_eq!(r.status(), 200);
     let status = tokio::task::block_in_place(|| daemon.stop(Duration::from_secs(30)));
     assert!(status.success(), "{status}");
+}
+
+/// Clients looping wrong passwords at `/metrics`, half for a known user
+/// and half for an unknown one, each answered 401.
+struct Flood {
+    stop: tokio_util::sync::CancellationToken,
+    wrong: Arc<std::sync::atomic::AtomicU64>,
+    clients: u64,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Flood {
+    /// `clients` loops, the i-th on `client(i)`; with `fresh`, each request
+    /// a password never sent before (none judged before), else the loop's
+    /// same wrong one.
+    fn start(
+        daemon: &Running,
+        clients: u8,
+        client: impl Fn(u8) -> reqwest::Client,
+        fresh: bool,
+    ) -> Flood {
+        let stop = tokio_util::sync::CancellationToken::new();
+        let wrong = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let tasks = (0..clients)
+            .map(|i| {
+                let (url, client) = (daemon.url("/metrics"), client(i));
+                let (stop, wrong) = (stop.clone(), wrong.clone());
+                tokio::spawn(async move {
+                    let user = if i % 2 == 0 { "prom" } else { "nobody" };
+                    let mut n = 0u64;
+                    while !stop.is_cancelled() {
+                        n += 1;
+                        let password = if fresh {
+                            format!("wrong-{i}-{n}")
+                        } else {
+                            format!("wrong-{i}")
+                        };
+                        if let Ok(r) = client
+                            .get(&url)
+                            .basic_auth(user, Some(password))
+                            .send()
+                            .await
+                        {
+                            assert_eq!(r.status(), 401);
+                            wrong.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                })
+            })
+            .collect();
+        Flood {
+            stop,
+            wrong,
+            clients: u64::from(clients),
+            tasks,
+        }
+    }
+
+    /// Wrong passwords answered so far.
+    fn answered(&self) -> u64 {
+        self.wrong.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Waits until as many wrong passwords as clients were answered.
+    async fn under_way(&self, daemon: &Running) {
+        wait::poll("the flood answered", Duration::from_secs(60), || async {
+            match self.answered() {
+                n if n >= self.clients => Ok(()),
+                n => Err(format!(
+                    "{n} wrong passwords answered\n{}",
+                    daemon.process.tail()
+                )),
+            }
+        })
+        .await;
+    }
+
+    /// Ends every loop (an assertion that failed in one fails here);
+    /// returns the wrong passwords answered in all.
+    async fn stop(mut self) -> u64 {
+        self.stop.cancel();
+        for t in std::mem::take(&mut self.tasks) {
+            t.await.unwrap();
+        }
+        self.answered()
+    }
 }
 
 /// A client whose connections come from `127.0.0.N` (loopback holds all of
@@ -253,41 +303,8 @@ async fn a_flood_of_wrong_passwords_from_32_addresses_does_not_keep_a_right_one_
     // 127.0.0.2 to 127.0.0.33, two clients each (an address's full share),
     // each request a new wrong password (none judged before), for a known
     // user and an unknown one.
-    let stop = tokio_util::sync::CancellationToken::new();
-    let wrong = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let mut flood = Vec::new();
-    for i in 0..64u8 {
-        let url = daemon.url("/metrics");
-        let (stop, wrong) = (stop.clone(), wrong.clone());
-        flood.push(tokio::spawn(async move {
-            let client = client_from(2 + i / 2);
-            let user = if i % 2 == 0 { "prom" } else { "nobody" };
-            let mut n = 0u64;
-            while !stop.is_cancelled() {
-                n += 1;
-                if let Ok(r) = client
-                    .get(&url)
-                    .basic_auth(user, Some(format!("wrong-{i}-{n}")))
-                    .send()
-                    .await
-                {
-                    assert_eq!(r.status(), 401);
-                    wrong.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
-            }
-        }));
-    }
-    let answered = || wrong.load(std::sync::atomic::Ordering::Relaxed);
-    wait::poll("the flood answered", Duration::from_secs(60), || async {
-        match answered() {
-            n if n >= 64 => Ok(()),
-            n => Err(format!(
-                "{n} wrong passwords answered\n{}",
-                daemon.process.tail()
-            )),
-        }
-    })
-    .await;
+    let flood = Flood::start(&daemon, 64, |i| client_from(2 + i / 2), true);
+    flood.under_way(&daemon).await;
 
     // The right password, judged for the first time, from yet another
     // address: answered, not refused for want of a place. It waits for a
@@ -312,13 +329,9 @@ async fn a_flood_of_wrong_passwords_from_32_addresses_does_not_keep_a_right_one_
     let auth = Some(("prom", "right"));
     let during = ok_sweeps(&daemon, auth).await.unwrap();
     sweeps_go_on(&daemon, auth, during).await;
-    stop.cancel();
-    for f in flood {
-        f.await.unwrap();
-    }
+    let answered = flood.stop().await;
     eprintln!(
-        "{} wrong passwords answered; the right one waited {waited:?}, a check takes {one_check:?}",
-        answered()
+        "{answered} wrong passwords answered; the right one waited {waited:?}, a check takes {one_check:?}"
     );
     let status = tokio::task::block_in_place(|| daemon.stop(Duration::from_secs(30)));
     assert!(status.success(), "{status}");

@@ -14,25 +14,9 @@ pub fn blocking(n: u32, a: f64) -> f64 {
 }
 
 /// The offered load, in erlangs, at which `n` places block `share` of the
-/// arrivals (B rises with the load, so bisection finds it).
+/// arrivals (Erlang B: every place served).
 pub fn load_for(n: u32, share: f64) -> f64 {
-    if n == 0 || share <= 0.0 {
-        return 0.0;
-    }
-    let share = share.min(1.0 - 1e-12);
-    let (mut lo, mut hi) = (0.0f64, f64::from(n).max(1.0));
-    while blocking(n, hi) < share {
-        hi *= 2.0;
-    }
-    for _ in 0..100 {
-        let mid = 0.5 * (lo + hi);
-        if blocking(n, mid) < share {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    0.5 * (lo + hi)
+    load_with_queue_for(n, n, share)
 }
 
 /// The share of Poisson arrivals turned away by `servers` servers with
@@ -58,7 +42,8 @@ pub fn blocking_with_queue(servers: u32, places: u32, a: f64) -> f64 {
 }
 
 /// The offered load, in erlangs, at which `servers` servers with room for
-/// `places` turn away `share` of the arrivals.
+/// `places` turn away `share` of the arrivals (blocking rises with the
+/// load, so bisection finds it).
 pub fn load_with_queue_for(servers: u32, places: u32, share: f64) -> f64 {
     if places == 0 || share <= 0.0 {
         return 0.0;

@@ -104,11 +104,15 @@ pub fn ceiling(m: &Model) -> Option<f64> {
 /// serving closed-loop rate / servers requests a second, the rest of the
 /// knee's places waiting (M/M/c/K; Erlang B when every place is served).
 fn shed_rate(m: &Model, share: f64) -> f64 {
-    let servers = m.alone.map_or(m.knee, |(p50, _)| {
-        ((m.closed_loop_rate * p50).round() as u32).clamp(1, m.knee)
-    });
+    let servers = m.alone.map_or(m.knee, |(p50, _)| servers(m, p50));
     let mu = m.closed_loop_rate / f64::from(servers);
     erlang::load_with_queue_for(servers, m.knee, share.max(1e-3)) * mu
+}
+
+/// Requests served at once, by Little's law: the closed-loop rate times a
+/// lone request's latency `p50`, between 1 and the knee.
+fn servers(m: &Model, p50: f64) -> u32 {
+    ((m.closed_loop_rate * p50).round() as u32).clamp(1, m.knee)
 }
 
 /// The rate at which `share` of arrivals wait longer than the p95 limit
@@ -121,7 +125,7 @@ fn queue_rate(m: &Model, share: f64) -> Option<f64> {
         return None;
     }
     let closed = m.closed_loop_rate;
-    let servers = ((closed * p50).round() as u32).clamp(1, m.knee);
+    let servers = servers(m, p50);
     let mu = closed / f64::from(servers);
     let t = allowance / SERVICE_WAIT_FACTOR;
     let (mut lo, mut hi) = (0.0f64, closed);
