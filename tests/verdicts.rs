@@ -134,8 +134,16 @@ async fn two_percent_failures_keep_the_knee_over_thirty_daemon_sweeps() {
     let mut knees = Vec::new();
     let mut why = Vec::new();
     let mut pooled = 0;
+    let mut client_bound = 0;
     for _ in 0..30 {
         let r = l.sweep(&target, &at).await;
+        // On a loaded machine the client itself may fall behind: such a
+        // level is not measured (client), never the server's break, and the
+        // knee says so; only a lower knee that does not is wrong.
+        if r.workloads[0].capacity.not_measured_client.is_some() {
+            client_bound += 1;
+            continue;
+        }
         knees.push(knee(&r));
         if knee(&r) != 8 {
             why.push(r.workloads[0].capacity.stopped_because.clone());
@@ -152,6 +160,11 @@ async fn two_percent_failures_keep_the_knee_over_thirty_daemon_sweeps() {
         );
     }
     assert!(knees.iter().all(|k| *k == 8), "knees {knees:?}: {why:?}");
+    assert!(
+        knees.len() >= 15,
+        "only {} of 30 sweeps measured: the client lagged in {client_bound}",
+        knees.len()
+    );
     assert_eq!(pooled, 8, "the verdicts pool the last 8 sweeps");
 }
 
