@@ -143,8 +143,8 @@ pub async fn measure(
     let started = Instant::now();
     let cancel = env.cancel.child_token();
     let sides = [
-        Arc::new(Requests::new(direct.0, &pair.workload, direct.1)),
-        Arc::new(Requests::new(through.0, &pair.workload, through.1)),
+        Arc::new(Requests::new(direct.0, &pair.workload, direct.1).await),
+        Arc::new(Requests::new(through.0, &pair.workload, through.1).await),
     ];
     let mut results: [Vec<Sample>; 2] = [Vec::new(), Vec::new()];
     let timed_out = tokio::time::timeout(

@@ -307,7 +307,7 @@ async fn measure_workload(
         }
         let limit = u64::from(w.max_completion_tokens);
         let watch = choice.watch(limit).map(Arc::new);
-        let requests = Requests::for_sweep(s.target, w, s.base_url, choice.field());
+        let requests = Requests::for_sweep(s.target, w, s.base_url, choice.field()).await;
         let pool = |level| {
             s.evidence
                 .map_or_else(Default::default, |e| e.prior(s.setup, &w.name, level))

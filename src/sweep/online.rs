@@ -93,7 +93,7 @@ pub async fn check(env: &SweepEnv, target: &Arc<Target>, base_url: &str) -> Onli
             load: load(target, None),
         };
     };
-    let requests = Requests::new(target, workload, base_url);
+    let requests = Requests::new(target, workload, base_url).await;
     // One request of one output token: the cheapest that shows the key,
     // the model and the path accepted.
     let placed = requests

@@ -101,7 +101,7 @@ pub async fn run(
     else {
         return;
     };
-    let requests = Requests::new(target, &workload, base_url);
+    let requests = Requests::new(target, &workload, base_url).await;
     let seed = settings.seed.unwrap_or_else(|| fastrand::u64(..));
     let mut times = SendTimes::new(1.0 / interval.as_secs_f64(), seed).peekable();
     let mut cold = ColdRule::new(settings.cold_after);

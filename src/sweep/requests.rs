@@ -51,29 +51,32 @@ impl Requests {
 
     /// With the configured output-limit field, else the endpoint kind's
     /// default (gateway pairs, which measure stub engines).
-    pub(crate) fn new(target: &Arc<Target>, workload: &Arc<Workload>, base_url: &str) -> Self {
+    pub(crate) async fn new(
+        target: &Arc<Target>,
+        workload: &Arc<Workload>,
+        base_url: &str,
+    ) -> Self {
         let field = target
             .max_tokens_field
             .unwrap_or(api::kind(target.api).output_limit_fields()[0]);
-        Self::for_sweep(target, workload, base_url, field)
+        Self::for_sweep(target, workload, base_url, field).await
     }
 
     /// Bodies of the target's endpoint kind built once, for its model and
     /// request options, with `field` carrying the workload's output limit.
-    pub(crate) fn for_sweep(
+    pub(crate) async fn for_sweep(
         target: &Arc<Target>,
         workload: &Arc<Workload>,
         base_url: &str,
         field: MaxTokensField,
     ) -> Self {
         let kind = api::kind(target.api);
-        let options = target.request_options();
         let bodies = |max_tokens| {
-            shared_bodies::bodies(
+            shared_bodies::built_aside(
                 target.api,
-                &target.model,
-                workload,
-                &options,
+                target.model.clone(),
+                workload.clone(),
+                target.request_options(),
                 field,
                 max_tokens,
             )
@@ -83,8 +86,8 @@ impl Requests {
             workload: workload.clone(),
             kind,
             url: format!("{base_url}{}", kind.path()),
-            bodies: bodies(workload.max_completion_tokens),
-            pool: bodies(POOL_OUTPUT_TOKENS),
+            bodies: bodies(workload.max_completion_tokens).await,
+            pool: bodies(POOL_OUTPUT_TOKENS).await,
             output_limit: u64::from(workload.max_completion_tokens),
         }
     }

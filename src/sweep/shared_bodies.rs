@@ -68,6 +68,31 @@ impl Entry {
     }
 }
 
+/// [`bodies`], built (or waited for) on a blocking thread: a big prompts
+/// folder takes a while to serialise, and a runtime worker held meanwhile
+/// would read other sweeps' streams late, which they would time as the
+/// server's.
+pub(crate) async fn built_aside(
+    api: Api,
+    model: String,
+    workload: Arc<Workload>,
+    options: RequestOptions,
+    field: MaxTokensField,
+    max_tokens: u32,
+) -> Arc<Bodies> {
+    let build = {
+        let (model, workload, options) = (model.clone(), workload.clone(), options.clone());
+        move || bodies(api, &model, &workload, &options, field, max_tokens)
+    };
+    match tokio::task::spawn_blocking(build).await {
+        Ok(built) => built,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // The runtime is shutting down: build here rather than fail a sweep
+        // that is about to be cancelled anyway.
+        Err(_) => bodies(api, &model, &workload, &options, field, max_tokens),
+    }
+}
+
 /// The bodies of `workload` for endpoint `api` and `model`, with `options`
 /// and `max_tokens` in `field`: the copy another sweep holds (or is
 /// building: then after it is built), else a new one.
