@@ -4,6 +4,7 @@
 //! and a server's text cannot put escape sequences into a file or journald.
 
 use std::io::{self, Write};
+use std::sync::RwLock;
 
 use tracing_subscriber::fmt::MakeWriter;
 
@@ -34,12 +35,36 @@ pub struct LineWriter<W> {
     ansi: bool,
 }
 
+/// Runs a write of a log line: with a progress line drawn on the same
+/// terminal, it is cleared first and drawn again after, else each log
+/// line would land on top of it.
+pub type AroundLines = Box<dyn Fn(&mut dyn FnMut()) + Send + Sync>;
+
+/// What every log line is written inside, when anything.
+static AROUND: RwLock<Option<AroundLines>> = RwLock::new(None);
+
+/// Sets (or with `None`, removes) what log lines are written inside.
+pub fn around_lines(around: Option<AroundLines>) {
+    *AROUND
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = around;
+}
+
 impl<W: Write> Write for LineWriter<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         // The formatter hands over one whole event per write.
         let text = String::from_utf8_lossy(buf);
         let line = clean_line(&text, self.ansi);
-        self.inner.write_all(line.as_bytes())?;
+        let mut result = Ok(());
+        let mut write = || result = self.inner.write_all(line.as_bytes());
+        match &*AROUND
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        {
+            Some(around) => around(&mut write),
+            None => write(),
+        }
+        result?;
         Ok(buf.len())
     }
 
@@ -97,6 +122,27 @@ fn panic_line(thread: &str, text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_is_written_inside_what_a_progress_display_sets() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        let (before, after) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (b, a) = (before.clone(), after.clone());
+        around_lines(Some(Box::new(move |write| {
+            b.fetch_add(1, Ordering::SeqCst);
+            write();
+            a.fetch_add(1, Ordering::SeqCst);
+        })));
+        let mut w = LineWriter {
+            inner: Vec::new(),
+            ansi: false,
+        };
+        let written = w.write(b"INFO level done\n").map(|_| w.inner.clone());
+        around_lines(None);
+        assert_eq!(written.unwrap(), b"INFO level done\n");
+        assert!(before.load(Ordering::SeqCst) >= 1 && after.load(Ordering::SeqCst) >= 1);
+    }
 
     #[test]
     fn an_event_stays_one_line_without_secrets() {

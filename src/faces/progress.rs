@@ -37,6 +37,8 @@ impl Progress {
         set_style(&bar, UNCOUNTED);
         bar.set_message("starting");
         bar.enable_steady_tick(TICK);
+        let drawn = bar.clone();
+        crate::log_writer::around_lines(Some(Box::new(move |write| drawn.suspend(write))));
         Progress { bar }
     }
 
@@ -49,6 +51,7 @@ impl Progress {
 
     /// Clears the line, before the report is written.
     pub fn done(&self) {
+        crate::log_writer::around_lines(None);
         self.bar.finish_and_clear();
     }
 
