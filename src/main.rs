@@ -161,6 +161,10 @@ async fn sweep(
     let stopped = signals::interrupt(stop.clone())
         .map_err(|e| anyhow::anyhow!("cannot handle Ctrl-C and SIGTERM: {e}"))?;
     let progress = progress::wanted().then(|| Arc::new(Progress::start()));
+    if let Some(p) = &progress {
+        let p = p.clone();
+        llmprobe::log_writer::around_lines(Some(Box::new(move |write| p.suspended(write))));
+    }
     let observer: Arc<dyn Observer> = match &progress {
         Some(p) => p.clone(),
         None => Arc::new(NoObserver),
@@ -186,6 +190,7 @@ async fn sweep(
         Ok(r) => r,
         Err(busy @ schedule::once::Refused::Busy(_)) => {
             if let Some(p) = &progress {
+                llmprobe::log_writer::around_lines(None);
                 p.done();
             }
             eprintln!("{busy}");
@@ -200,6 +205,7 @@ async fn sweep(
         h.abort();
     }
     if let Some(p) = &progress {
+        llmprobe::log_writer::around_lines(None);
         p.done();
     }
     let interrupted = stop.is_cancelled();

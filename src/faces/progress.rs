@@ -37,8 +37,6 @@ impl Progress {
         set_style(&bar, UNCOUNTED);
         bar.set_message("starting");
         bar.enable_steady_tick(TICK);
-        let drawn = bar.clone();
-        crate::log_writer::around_lines(Some(Box::new(move |write| drawn.suspend(write))));
         Progress { bar }
     }
 
@@ -49,9 +47,14 @@ impl Progress {
             .set_message("interrupted: ending the requests in flight, then the partial report");
     }
 
+    /// Runs `write` with the line cleared, and draws it again after: a log
+    /// line written meanwhile would land on top of it.
+    pub fn suspended(&self, write: &mut dyn FnMut()) {
+        self.bar.suspend(write);
+    }
+
     /// Clears the line, before the report is written.
     pub fn done(&self) {
-        crate::log_writer::around_lines(None);
         self.bar.finish_and_clear();
     }
 
