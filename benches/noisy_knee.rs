@@ -30,6 +30,7 @@
 //! reach; every row then also says how many sweeps left levels not measured
 //! (client), and how many knees fell below the truth without that flag (a
 //! client's limit passed off as the server's, or a wrong verdict).
+//! `--burn MS/EVERY` burns the client's CPU between two requests instead.
 //!
 //! ```text
 //! cargo bench --bench noisy_knee                          # 4 seeds x 30 sweeps
@@ -58,7 +59,7 @@ use llmprobe::probe::tls::Clients;
 use llmprobe::schedule::endpoint::Reachable;
 use llmprobe::schedule::memory::Memory;
 use llmprobe::schedule::state::{self, StateDir};
-use llmprobe::stats::report::SweepReport;
+use llmprobe::stats::report::{LevelSummary, SweepReport};
 use llmprobe::stats::sample::Sample;
 use llmprobe::sweep::{Observer, SweepEnv};
 use tokio_util::sync::CancellationToken;
@@ -135,7 +136,15 @@ fn profiles() -> Vec<Profile> {
 struct Sent(Arc<AtomicU64>);
 
 impl Observer for Sent {
-    fn request(&self, _: &Target, _: &Workload, _: &Sample, _: Option<u32>) {}
+    fn request(&self, _: &Target, _: &Workload, _: &Sample, _: Option<u32>) {
+        stall::after_request();
+    }
+    fn level_started(&self, _: &Target, _: &Workload, _: u32, _: u64) {
+        stall::LEVEL_RUNS.fetch_add(1, Ordering::Relaxed);
+    }
+    fn level_finished(&self, _: &Target, _: &Workload, _: &LevelSummary) {
+        stall::LEVELS_MEASURED.fetch_add(1, Ordering::Relaxed);
+    }
     fn in_flight(&self) -> Option<Box<dyn Send>> {
         self.0.fetch_add(1, Ordering::Relaxed);
         None
@@ -223,6 +232,8 @@ struct Row {
     lower_unflagged: usize,
     /// The largest p99 lag of the client's runtime in any level, seconds.
     worst_lag: f64,
+    /// Level runs not kept: run again or not measured (client).
+    runs_not_kept: u64,
 }
 
 impl Row {
@@ -442,9 +453,11 @@ fn failed_note(row: &Row) -> String {
 /// knees below the truth without that flag, the worst p99 lag of a level.
 fn client_note(row: &Row) -> String {
     format!(
-        "\n{:<12} client: {} sweeps with levels not measured (client), {} knees below the truth \
-         not flagged, worst level lag p99 {:.0} ms",
+        "\n{:<12} client: {} level runs not kept (run again or not measured), {} sweeps with \
+         levels not measured (client), {} knees below the truth not flagged, worst level lag \
+         p99 {:.0} ms",
         "",
+        row.runs_not_kept,
         row.client_flagged,
         row.lower_unflagged,
         row.worst_lag * 1000.0
@@ -467,7 +480,9 @@ fn normal_mode(rt: &tokio::runtime::Runtime, only: Option<&str>, first: u64, see
             continue;
         }
         let start = Instant::now();
-        let row = rt.block_on(run_profile(&p, first..=first + seeds - 1, sweeps));
+        let runs = stall::snapshot();
+        let mut row = rt.block_on(run_profile(&p, first..=first + seeds - 1, sweeps));
+        row.runs_not_kept = stall::runs_not_kept(runs);
         let req = row.requests.iter().sum::<f64>() / row.requests.len().max(1) as f64;
         // Only the clean profile is the base; run alone, a profile has none.
         if p.name == "clean" {
@@ -527,7 +542,9 @@ fn restart_mode(rt: &tokio::runtime::Runtime, only: Option<&str>, first: u64, se
             continue;
         }
         let start = Instant::now();
-        let row = rt.block_on(run_restarts(&p, first..=first + seeds - 1, restarts, every));
+        let runs = stall::snapshot();
+        let mut row = rt.block_on(run_restarts(&p, first..=first + seeds - 1, restarts, every));
+        row.runs_not_kept = stall::runs_not_kept(runs);
         let (truth, fresh, after, all, wrong) = match p.truth {
             Some(t) => (
                 t.to_string(),
@@ -684,6 +701,9 @@ fn main() {
         );
         s.start(&rt)
     });
+    if let Some(spec) = args::value("--burn") {
+        println!("client burning its CPU: {}\n", stall::burn(&spec));
+    }
     if let Some(spec) = args::value("--change") {
         change_mode(&rt, &spec, first, seeds);
     } else if args::value("--restarts").is_some() {

@@ -2,7 +2,14 @@
 //! `PERIOD_MS`, as a CPU quota throttles a container, while the engine it
 //! sweeps runs on a runtime of its own, out of the stall's reach (as
 //! tests/client_limits.rs holds the client and not its server).
+//!
+//! `--burn MS/EVERY`: the client's thread burns MS ms of CPU after every
+//! EVERY-th counted request ends, before its loop sends the next (a thread
+//! a loaded host keeps from its CPU between two requests, as
+//! tests/real_servers.rs's 422 case injects): a runtime hold cannot land
+//! there, this can.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -100,4 +107,54 @@ pub async fn reach(target: &Arc<Target>) -> Reachable {
         }
         None => endpoint::reach(target).await.unwrap(),
     }
+}
+
+/// The burn after a request, and how often, once `--burn` is given.
+static BURN: OnceLock<(Duration, u64)> = OnceLock::new();
+/// Counted requests ended, for `--burn`.
+static ENDED: AtomicU64 = AtomicU64::new(0);
+
+/// Sets `--burn MS/EVERY` (`8/40`); its label, `8 ms after every 40th request`.
+pub fn burn(spec: &str) -> String {
+    let bad = "--burn MS/EVERY, e.g. 8/40";
+    let (ms, every) = spec.split_once('/').expect(bad);
+    let ms: u64 = ms.trim().parse().expect(bad);
+    let every: u64 = every.trim().parse::<u64>().expect(bad).max(1);
+    BURN.get_or_init(|| (Duration::from_millis(ms), every));
+    format!("{ms} ms after every {every}th request")
+}
+
+/// Called as a counted request ends, on its loop's thread: burns there
+/// when `--burn` says so.
+pub fn after_request() {
+    let Some((ms, every)) = BURN.get() else {
+        return;
+    };
+    if ENDED.fetch_add(1, Ordering::Relaxed) % every == every - 1 {
+        let until = std::time::Instant::now() + *ms;
+        while std::time::Instant::now() < until {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// Level runs started, and levels that came out of them measured: the
+/// difference is the runs the client's limit had run again or left not
+/// measured (a setup stop or a cancel aside).
+pub static LEVEL_RUNS: AtomicU64 = AtomicU64::new(0);
+/// Levels measured (see [`LEVEL_RUNS`]).
+pub static LEVELS_MEASURED: AtomicU64 = AtomicU64::new(0);
+
+/// Runs not kept since `from` (a `(runs, measured)` snapshot).
+pub fn runs_not_kept(from: (u64, u64)) -> u64 {
+    let (runs, measured) = snapshot();
+    (runs - from.0).saturating_sub(measured - from.1)
+}
+
+/// `(runs, measured)` now.
+pub fn snapshot() -> (u64, u64) {
+    (
+        LEVEL_RUNS.load(Ordering::Relaxed),
+        LEVELS_MEASURED.load(Ordering::Relaxed),
+    )
 }
