@@ -25,8 +25,16 @@
 //!   never the URL). Reported per loop: after each change, the sweep that
 //!   first gives the new truth (knee 0 above the 5% limit, 8 below).
 //!
+//! And `--stall ON_MS/PERIOD_MS` (any mode): the client's runtime held
+//! ON_MS of every PERIOD_MS (`common/stall.rs`), the engine out of its
+//! reach; every row then also says how many sweeps left levels not measured
+//! (client), and how many knees fell below the truth without that flag (a
+//! client's limit passed off as the server's, or a wrong verdict).
+//! `--burn MS/EVERY` burns the client's CPU between two requests instead.
+//!
 //! ```text
 //! cargo bench --bench noisy_knee                          # 4 seeds x 30 sweeps
+//! cargo bench --bench noisy_knee -- --sweeps 30 --seeds 4 --profile clean --stall 20/50
 //! cargo bench --bench noisy_knee -- --sweeps 40 --seeds 5 --profile fail-2%
 //! cargo bench --bench noisy_knee -- --first-seed 17 --seeds 64 --profile fail-15%
 //! cargo bench --bench noisy_knee -- --restarts 12 --seeds 4 --profile fail-4%
@@ -37,6 +45,8 @@
 
 #[path = "common/args.rs"]
 mod args;
+#[path = "common/stall.rs"]
+mod stall;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -46,10 +56,10 @@ use std::time::{Duration, Instant};
 
 use llmprobe::config::{self, Config, Target, Workload};
 use llmprobe::probe::tls::Clients;
-use llmprobe::schedule::endpoint::{self, Reachable};
+use llmprobe::schedule::endpoint::Reachable;
 use llmprobe::schedule::memory::Memory;
 use llmprobe::schedule::state::{self, StateDir};
-use llmprobe::stats::report::SweepReport;
+use llmprobe::stats::report::{LevelSummary, SweepReport};
 use llmprobe::stats::sample::Sample;
 use llmprobe::sweep::{Observer, SweepEnv};
 use tokio_util::sync::CancellationToken;
@@ -126,7 +136,15 @@ fn profiles() -> Vec<Profile> {
 struct Sent(Arc<AtomicU64>);
 
 impl Observer for Sent {
-    fn request(&self, _: &Target, _: &Workload, _: &Sample, _: Option<u32>) {}
+    fn request(&self, _: &Target, _: &Workload, _: &Sample, _: Option<u32>) {
+        stall::after_request();
+    }
+    fn level_started(&self, _: &Target, _: &Workload, _: u32, _: u64) {
+        stall::LEVEL_RUNS.fetch_add(1, Ordering::Relaxed);
+    }
+    fn level_finished(&self, _: &Target, _: &Workload, _: &LevelSummary) {
+        stall::LEVELS_MEASURED.fetch_add(1, Ordering::Relaxed);
+    }
     fn in_flight(&self) -> Option<Box<dyn Send>> {
         self.0.fetch_add(1, Ordering::Relaxed);
         None
@@ -177,7 +195,7 @@ async fn engine(p: &Profile, tag: &str, seed: u64) -> Engine {
     std::fs::write(&path, config_yaml(p, seed)).unwrap();
     let cfg = config::load(&path).unwrap_or_else(|e| panic!("{e}"));
     let target = cfg.targets[0].clone();
-    let reachable = endpoint::reach(&target).await.unwrap();
+    let reachable = stall::reach(&target).await;
     Engine {
         cfg,
         target,
@@ -207,13 +225,30 @@ struct Row {
     first_after_restart: Vec<u32>,
     /// Knees of each seed's first sweep from an empty memory.
     first_fresh: Vec<u32>,
+    /// Sweeps with levels not measured (client).
+    client_flagged: usize,
+    /// Sweeps whose knee fell below the truth with no client flag: the
+    /// client's limit passed off as the server's, or a wrong verdict.
+    lower_unflagged: usize,
+    /// The largest p99 lag of the client's runtime in any level, seconds.
+    worst_lag: f64,
+    /// Level runs not kept: run again or not measured (client).
+    runs_not_kept: u64,
 }
 
 impl Row {
-    /// Takes in one sweep of a loop.
-    fn sweep(&mut self, report: &SweepReport, requests: u64, seed: u64) {
+    /// Takes in one sweep of a loop whose true knee is `truth`.
+    fn sweep(&mut self, report: &SweepReport, requests: u64, seed: u64, truth: Option<u32>) {
         if !report.success {
             self.failed += 1;
+        }
+        if let Some(w) = report.workloads.first() {
+            let flagged = w.capacity.not_measured_client.is_some();
+            self.client_flagged += usize::from(flagged);
+            let lower = truth.is_some_and(|t| w.capacity.knee_concurrency < t);
+            self.lower_unflagged += usize::from(lower && !flagged);
+            let lags = w.levels.iter().filter_map(|l| l.client_lag);
+            self.worst_lag = lags.fold(self.worst_lag, |m, g| m.max(g.p99_seconds));
         }
         if std::env::var_os("NOISY_DEBUG").is_some() {
             debug_line(seed, report);
@@ -279,7 +314,7 @@ async fn run_profile(p: &Profile, seeds: std::ops::RangeInclusive<u64>, sweeps: 
         let from = row.knees.len();
         for i in 0..sweeps {
             let (report, n) = counted_sweep(&mut memory, &env, &e, &sent).await;
-            row.sweep(&report, n, seed);
+            row.sweep(&report, n, seed, p.truth);
             if i == 0 {
                 row.first_fresh.push(knee_of(&report));
             }
@@ -322,7 +357,7 @@ async fn run_restarts(
             let env = sweep_env(&e.cfg, &sent);
             for i in 0..every {
                 let (report, n) = counted_sweep(&mut memory, &env, &e, &sent).await;
-                row.sweep(&report, n, seed);
+                row.sweep(&report, n, seed, p.truth);
                 match (lap, i) {
                     (0, 0) => row.first_fresh.push(knee_of(&report)),
                     (_, 0) => row.first_after_restart.push(knee_of(&report)),
@@ -414,6 +449,21 @@ fn failed_note(row: &Row) -> String {
     }
 }
 
+/// The client's share of the run: sweeps flagged not measured (client),
+/// knees below the truth without that flag, the worst p99 lag of a level.
+fn client_note(row: &Row) -> String {
+    format!(
+        "\n{:<12} client: {} level runs not kept (run again or not measured), {} sweeps with \
+         levels not measured (client), {} knees below the truth not flagged, worst level lag \
+         p99 {:.0} ms",
+        "",
+        row.runs_not_kept,
+        row.client_flagged,
+        row.lower_unflagged,
+        row.worst_lag * 1000.0
+    )
+}
+
 fn normal_mode(rt: &tokio::runtime::Runtime, only: Option<&str>, first: u64, seeds: u64) {
     let sweeps: usize = args::parsed("--sweeps", 30);
     println!(
@@ -430,7 +480,9 @@ fn normal_mode(rt: &tokio::runtime::Runtime, only: Option<&str>, first: u64, see
             continue;
         }
         let start = Instant::now();
-        let row = rt.block_on(run_profile(&p, first..=first + seeds - 1, sweeps));
+        let runs = stall::snapshot();
+        let mut row = rt.block_on(run_profile(&p, first..=first + seeds - 1, sweeps));
+        row.runs_not_kept = stall::runs_not_kept(runs);
         let req = row.requests.iter().sum::<f64>() / row.requests.len().max(1) as f64;
         // Only the clean profile is the base; run alone, a profile has none.
         if p.name == "clean" {
@@ -446,7 +498,7 @@ fn normal_mode(rt: &tokio::runtime::Runtime, only: Option<&str>, first: u64, see
             None => ("limit".into(), "-".into(), "-".into()),
         };
         println!(
-            "{:<12} {:>6} {:>10} {:>8} {:>9} {:>6} {:>8.1} {:>6} {:>6}  {}{}  ({:.0} s)",
+            "{:<12} {:>6} {:>10} {:>8} {:>9} {:>6} {:>8.1} {:>6} {:>6}  {}{}  ({:.0} s){}",
             p.name,
             row.knees.len(),
             truth,
@@ -458,7 +510,8 @@ fn normal_mode(rt: &tokio::runtime::Runtime, only: Option<&str>, first: u64, see
             load(),
             knees(&row.knees),
             failed_note(&row),
-            start.elapsed().as_secs_f64()
+            start.elapsed().as_secs_f64(),
+            client_note(&row)
         );
     }
 }
@@ -489,7 +542,9 @@ fn restart_mode(rt: &tokio::runtime::Runtime, only: Option<&str>, first: u64, se
             continue;
         }
         let start = Instant::now();
-        let row = rt.block_on(run_restarts(&p, first..=first + seeds - 1, restarts, every));
+        let runs = stall::snapshot();
+        let mut row = rt.block_on(run_restarts(&p, first..=first + seeds - 1, restarts, every));
+        row.runs_not_kept = stall::runs_not_kept(runs);
         let (truth, fresh, after, all, wrong) = match p.truth {
             Some(t) => (
                 t.to_string(),
@@ -507,7 +562,7 @@ fn restart_mode(rt: &tokio::runtime::Runtime, only: Option<&str>, first: u64, se
             ),
         };
         println!(
-            "{:<12} {:>5} {:>8} {:>6} {:>6} {:>20} {:>9} {:>20} {:>6} {:>6}  {}{}  ({:.0} s)",
+            "{:<12} {:>5} {:>8} {:>6} {:>6} {:>20} {:>9} {:>20} {:>6} {:>6}  {}{}  ({:.0} s){}",
             p.name,
             truth,
             row.first_after_restart.len(),
@@ -520,7 +575,8 @@ fn restart_mode(rt: &tokio::runtime::Runtime, only: Option<&str>, first: u64, se
             load(),
             knees(&row.knees),
             failed_note(&row),
-            start.elapsed().as_secs_f64()
+            start.elapsed().as_secs_f64(),
+            client_note(&row)
         );
     }
 }
@@ -636,12 +692,27 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    let stalled = args::value("--stall").map(|spec| {
+        let s = stall::Stall::parse(&spec);
+        println!(
+            "client stalled: its runtime held {} ({} workers); the engine on a runtime of its own\n",
+            s.label(),
+            rt.metrics().num_workers()
+        );
+        s.start(&rt)
+    });
+    if let Some(spec) = args::value("--burn") {
+        println!("client burning its CPU: {}\n", stall::burn(&spec));
+    }
     if let Some(spec) = args::value("--change") {
         change_mode(&rt, &spec, first, seeds);
     } else if args::value("--restarts").is_some() {
         restart_mode(&rt, only.as_deref(), first, seeds);
     } else {
         normal_mode(&rt, only.as_deref(), first, seeds);
+    }
+    if let Some(stop) = stalled {
+        stop.cancel();
     }
     let _ = std::fs::remove_dir_all(scratch_path());
 }

@@ -660,10 +660,10 @@ async fn a_server_honouring_only_max_tokens_that_answers_the_first_prompt_briefl
     assert_eq!(r.workloads[0].capacity.knee_concurrency, 2);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_422_naming_max_completion_tokens_switches_to_max_tokens() {
-    // FastAPI/pydantic: an unknown field is a 422 that names it in `loc`.
-    let s = raw::start(|mut c| async move {
+/// FastAPI/pydantic: an unknown field is a 422 that names it in `loc`;
+/// `max_tokens` is honoured.
+async fn rejects_max_completion_tokens() -> raw::RawServer {
+    raw::start(|mut c| async move {
         let Some(body) = posted_json(&mut c).await else {
             return;
         };
@@ -677,7 +677,12 @@ async fn a_422_naming_max_completion_tokens_switches_to_max_tokens() {
                 .await;
         }
     })
-    .await;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_422_naming_max_completion_tokens_switches_to_max_tokens() {
+    let s = rejects_max_completion_tokens().await;
     let r = sweep(&two_prompts(&s.base_url())).await;
     assert!(r.success, "{:?}", r.error);
     assert_eq!(r.output_limit.field, "max_tokens");
@@ -688,6 +693,87 @@ async fn a_422_naming_max_completion_tokens_switches_to_max_tokens() {
         assert_eq!(l.outcomes["ok"], 4, "{:?}", l.error_examples);
     }
     assert_eq!(r.workloads[0].capacity.knee_concurrency, 2);
+}
+
+/// A client that burns its CPU between two requests now and then, as its
+/// own bookkeeping does when a loaded host takes its cores away (this
+/// file's 422 case once read knee 0 so in CI): the end of every `every`-th
+/// counted request holds its loop `burn` before the next is sent, past the
+/// turnaround a level is forgiven. A companion task that holds the
+/// runtime's workers only lengthens requests in flight (a loop's turnaround
+/// has no await for it to land in); a thread kept from its CPU between two
+/// requests, as here, is what leaves a level short of its concurrency.
+struct BurnsBetweenRequests {
+    seen: AtomicUsize,
+    every: usize,
+    burn: Duration,
+}
+
+impl llmprobe::sweep::Observer for BurnsBetweenRequests {
+    fn request(
+        &self,
+        _: &llmprobe::config::Target,
+        _: &llmprobe::config::Workload,
+        _: &llmprobe::stats::sample::Sample,
+        _: Option<u32>,
+    ) {
+        if self.seen.fetch_add(1, Ordering::Relaxed) % self.every == self.every - 1 {
+            let until = std::time::Instant::now() + self.burn;
+            while std::time::Instant::now() < until {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_422_case_with_a_client_burning_its_cpu_never_reads_a_lower_knee() {
+    // Issue 28: the client's own limits are never the server's. Each sweep
+    // gives the true knee (2), or leaves the levels the client could not
+    // keep up with "not measured (client)", flagged; never a break, never a
+    // plain lower knee.
+    let s = rejects_max_completion_tokens().await;
+    let yaml = two_prompts(&s.base_url());
+    let burning = Arc::new(BurnsBetweenRequests {
+        seen: AtomicUsize::new(0),
+        every: 5,
+        burn: Duration::from_millis(8),
+    });
+    let clients = Clients::new(llmprobe::probe::tls::CONNECT_TIMEOUT).unwrap();
+    let env = SweepEnv::new(clients, 64, CancellationToken::new(), burning.clone());
+    for _ in 0..4 {
+        let r = sweep_with(&env, &yaml).await;
+        assert!(r.success, "{:?}", r.error);
+        assert_eq!(r.output_limit.field, "max_tokens");
+        let (w, cap) = (&r.workloads[0], &r.workloads[0].capacity);
+        let levels: Vec<_> = w
+            .levels
+            .iter()
+            .map(|l| (l.concurrency, l.achieved_concurrency, l.kept_concurrency))
+            .collect();
+        assert!(
+            w.levels.iter().all(|l| !l.stops_knee()),
+            "a measured level broke: {levels:?}"
+        );
+        if cap.knee_concurrency == 2 {
+            assert!(cap.levels_not_measured.is_empty(), "{cap:?}");
+            continue;
+        }
+        let why = cap.not_measured_client.as_deref().unwrap_or_else(|| {
+            panic!(
+                "knee {} without 'not measured (client)': {:?}, levels {levels:?}",
+                cap.knee_concurrency, cap.stopped_because
+            )
+        });
+        assert!(why.contains("could not keep up"), "{why}");
+        // The knee stops where measuring stopped, not where a level broke.
+        let next = if cap.knee_concurrency == 0 { 1 } else { 2 };
+        assert_eq!(cap.levels_not_measured.first(), Some(&next), "{cap:?}");
+        let stopped = cap.stopped_because.as_deref().unwrap_or("");
+        assert!(stopped.contains("not measured (client)"), "{stopped}");
+    }
+    // The client did burn between requests, levels' included.
+    assert!(burning.seen.load(Ordering::Relaxed) >= 16);
 }
 
 // --- Prefix caches -----------------------------------------------------------
