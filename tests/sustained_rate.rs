@@ -82,14 +82,16 @@ async fn a_shedding_engine_sustains_less_than_its_closed_loop_rate_near_erlang_b
     );
     // A step that broke did so by shedding, and the last passing step is the rate.
     assert!(s.steps.iter().any(|st| st.result == StepResult::Pass));
-    // An undecided step is not read as a break: it goes on at its rate.
+    // An undecided step is not read as a break: it goes on at its rate,
+    // unless that would leave no room to confirm the pass below it, which is
+    // then confirmed.
     for pair in s.steps.windows(2) {
         if pair[0].result == StepResult::Undecided && !pair[0].confirmation {
-            assert!(
-                pair[1].confirmation
-                    && pair[1].offered_requests_per_second == pair[0].offered_requests_per_second,
-                "{pair:?}"
+            let (at, next) = (
+                pair[0].offered_requests_per_second,
+                pair[1].offered_requests_per_second,
             );
+            assert!(pair[1].confirmation && next <= at, "{pair:?}");
         }
     }
     for st in &s.steps {

@@ -50,7 +50,8 @@ pub struct SustainedFile {
     /// rate at which the search stops (0.1: 10%).
     pub resolution: Option<f64>,
     /// Most requests one search sends (default: 3 times the requests the
-    /// workload's closed-loop levels sent in the same sweep, at least 240).
+    /// workload's closed-loop levels sent in the same sweep, and at least
+    /// what its first step and that step's confirmation take).
     pub max_requests: Option<u32>,
     /// Longest one search runs.
     #[serde(default, with = "humantime_serde")]

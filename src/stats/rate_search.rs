@@ -206,11 +206,15 @@ impl Search {
     }
 
     /// A longer step at `rate` (which had passed) did not hold: it and every
-    /// pass at or above it count as breaks, and the search goes on below.
+    /// pass at or above it count as breaks, and the search goes on below:
+    /// one resolution below when no pass is left, not a widening, since a
+    /// rate that passed a step is near the limit (a confirmation refuted
+    /// after a break above had sent searches to 1/1.4 of a model's start).
     pub fn refute(&mut self, rate: f64) {
         self.passes.retain(|p| *p < rate);
         self.lo = self.passes.iter().copied().reduce(f64::max);
         self.hi = Some(self.hi.map_or(rate, |h| h.min(rate)));
+        self.near = true;
         self.plan_next();
     }
 
@@ -299,6 +303,23 @@ mod tests {
         assert_eq!(s.highest_pass(), Some(5.0));
         let next = s.next().unwrap();
         assert!(next > 5.0 && next < 7.0, "{next}");
+    }
+
+    #[test]
+    fn a_refuted_start_with_no_pass_below_steps_down_one_resolution() {
+        // A model's start passed, one resolution above broke, and the
+        // start's confirmation did not hold.
+        let mut s = Search::new(6.0, 10.0, 20.0, 0.1, true);
+        s.record(6.0, true);
+        s.record(6.6, false);
+        assert_eq!(s.found(), Some(Found::Rate(6.0)));
+        s.refute(6.0);
+        assert_eq!(s.highest_pass(), None);
+        let next = s.next().unwrap();
+        assert!((next - 6.0 / 1.1).abs() < 1e-9, "{next}");
+        // A pass there closes the bracket at the resolution.
+        s.record(next, true);
+        assert_eq!(s.found(), Some(Found::Rate(next)));
     }
 
     #[test]

@@ -31,10 +31,10 @@ pub const CONFIRM_FACTOR: u64 = 3;
 /// queues have time to form and drain many times over.
 pub const STEP_LATENCIES: f64 = 8.0;
 /// Default budget: this many times the requests the workload's closed-loop
-/// levels sent in the same sweep...
+/// levels sent in the same sweep, and at least what one step and its
+/// confirmation at the start take (less could report no rate at all; more
+/// than this multiple only when the ladder stopped early on a few requests).
 pub const BUDGET_OVER_LADDER: u64 = 3;
-/// ...and at least this many.
-pub const MIN_BUDGET: u64 = 240;
 /// Default client ceiling: this many times the knee...
 pub const CEILING_OVER_KNEE: u32 = 4;
 /// ...and at least this many requests in flight.
@@ -129,12 +129,9 @@ pub(crate) async fn search(
         .min(target.max_concurrency.unwrap_or(u32::MAX))
         .min(run.env.in_flight_total)
         .max(1);
-    let steps = Steps {
+    let mut steps = Steps {
         hold,
-        budget: settings.max_requests.map_or_else(
-            || (ladder.requests * BUDGET_OVER_LADDER).max(MIN_BUDGET),
-            u64::from,
-        ),
+        budget: 0,
         max_duration: settings.max_duration,
         began: Instant::now(),
     };
@@ -174,6 +171,10 @@ pub(crate) async fn search(
     // above it first, not a widening.
     let near = from != "queue";
     let mut search = Search::new(start, closed, max, settings.resolution, near);
+    steps.budget = settings.max_requests.map_or_else(
+        || (ladder.requests * BUDGET_OVER_LADDER).max(steps.least(search.next().unwrap_or(start))),
+        u64::from,
+    );
     let (stopped, unconfirmed) = walk(run, target, ceiling, &steps, &mut search, &mut out).await;
     drop(places);
     out.measured_at_unix_seconds = unix_now();
@@ -225,13 +226,26 @@ impl Steps {
         spent + requests <= self.budget && self.began.elapsed() + time <= self.max_duration
     }
 
-    /// Whether an exploring step at `rate` fits with room left for a
+    /// Requests and time of an exploring step at `rate` and of a
     /// confirmation at the same rate, pooled with it.
-    fn explore(&self, rate: f64, spent: u64) -> bool {
+    fn with_confirmation(&self, rate: f64) -> (u64, Duration) {
         let (n, t) = self.cost(rate, false, 0);
         let (counted, _) = self.size(rate, false, 0);
         let (c, ct) = self.cost(rate, true, counted);
-        self.fits(spent, n + c, t + ct)
+        (n + c, t + ct)
+    }
+
+    /// Whether an exploring step at `rate` fits with room left for a
+    /// confirmation at the same rate, pooled with it.
+    fn explore(&self, rate: f64, spent: u64) -> bool {
+        let (n, t) = self.with_confirmation(rate);
+        self.fits(spent, n, t)
+    }
+
+    /// The fewest requests that can report a rate from `start`: its step
+    /// and that step's confirmation.
+    fn least(&self, start: f64) -> u64 {
+        self.with_confirmation(start).0
     }
 
     /// The budget, as the reasons for stopping name it.
@@ -279,9 +293,20 @@ async fn walk(
         let (counted, uncounted) = steps.size(rate, confirming, planned);
         let (total, time) = steps.cost(rate, confirming, planned);
         let extending = confirming && search.highest_pass() != Some(rate);
-        if extending && !steps.fits(out.requests, total, time) {
-            // Its room was kept when it started; should the time have run
-            // out, an undecided step counts as a break, as it always did.
+        if extending
+            && !extension_fits(
+                steps,
+                search,
+                &out.steps,
+                out.requests,
+                (total, time),
+                confirmed,
+            )
+        {
+            // An exploring step keeps room for one confirmation: when its
+            // extension would leave none for the pass below it, it counts
+            // as a break and that pass is confirmed (so, too, when the time
+            // has run out).
             search.record(rate, false);
             continue;
         }
@@ -365,6 +390,27 @@ fn next_step(
         (None, Some(Found::Rate(r) | Found::AtLeast(r))) if confirmed != Some(r) => Some((r, true)),
         _ => None,
     }
+}
+
+/// Whether an undecided step's extension (`cost`) fits with the
+/// confirmation of the highest pass below it, when that is yet to run: an
+/// extension that breaks leaves that pass to confirm, and a search that
+/// then cannot confirm it reports nothing confirmed.
+fn extension_fits(
+    steps: &Steps,
+    search: &Search,
+    done: &[RateStep],
+    spent: u64,
+    (requests, time): (u64, Duration),
+    confirmed: Option<f64>,
+) -> bool {
+    let (more, longer) = search
+        .highest_pass()
+        .filter(|p| confirmed != Some(*p))
+        .map_or((0, Duration::ZERO), |p| {
+            steps.cost(p, true, pooled_at(done, p).1)
+        });
+    steps.fits(spent, requests + more, time + longer)
 }
 
 /// The counts of the steps at `rate` that steered the search without a
@@ -504,6 +550,47 @@ mod tests {
             sweeps_since_measured: age,
             steps: Vec::new(),
         }
+    }
+
+    fn steps(budget: u64) -> Steps {
+        Steps {
+            hold: 0.26,
+            budget,
+            max_duration: Duration::from_secs(180),
+            began: Instant::now(),
+        }
+    }
+
+    #[test]
+    fn the_least_budget_holds_one_step_and_its_confirmation() {
+        // At 16.6 req/s a step is 8 x 0.26 s of arrivals, 35 counted and 5
+        // warm-up; its confirmation sends 70 more counted and 5 warm-up.
+        let s = steps(0);
+        assert_eq!(s.size(16.6, false, 0), (35, 5));
+        assert_eq!(s.size(16.6, true, 35), (70, 5));
+        assert_eq!(s.least(16.6), 115);
+        assert!(steps(115).explore(16.6, 0));
+        assert!(!steps(114).explore(16.6, 0));
+    }
+
+    #[test]
+    fn an_extension_runs_only_with_room_to_confirm_the_pass_below() {
+        // 16.6 passed its step (40 sent), 17.6 was undecided (42 sent).
+        let mut search = Search::new(16.6, 31.0, 17.6, 0.1, true);
+        search.record(16.6, true);
+        assert_eq!(steps(0).size(17.6, false, 0), (37, 5));
+        let extension = steps(0).cost(17.6, true, 37);
+        assert_eq!(extension.0, 79);
+        // With the extension, a confirmation of 16.6 (here with no step to
+        // pool: 105 counted and 5 warm-up) after 82 sent: 271.
+        let fits = |budget, confirmed| {
+            extension_fits(&steps(budget), &search, &[], 82, extension, confirmed)
+        };
+        assert!(fits(271, None));
+        assert!(!fits(270, None));
+        // Once 16.6 is confirmed, the extension needs only its own room.
+        assert!(fits(161, Some(16.6)));
+        assert!(!fits(160, Some(16.6)));
     }
 
     #[test]
