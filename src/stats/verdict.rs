@@ -17,6 +17,11 @@
 //!   limit: the level sends more requests (up to its ceiling);
 //! - **pass**: every observed share is within its limit.
 //!
+//! With earlier sweeps pooled, a break also needs the share observed over
+//! its limit without the sweep that holds the most of it
+//! ([`not_one_sweep`]): one burst does not break a level for as long as
+//! the pool holds it.
+//!
 //! Evidence may be pooled from earlier sweeps ([`decide`]'s `window`); it is
 //! left out when this sweep's counts differ from it beyond chance
 //! ([`CHANGE_ALPHA`], Fisher's exact test on each share).
@@ -399,6 +404,39 @@ mod tests {
             tally(20, &slo, &vec![err; 4]).certain_break(&[]),
             Some(Breach::Errors)
         );
+    }
+
+    #[test]
+    fn no_single_sweep_makes_a_pooled_break() {
+        let slo = slo(1000, 0.05, 0.05);
+        let c = |ended, failed| Counts {
+            ended,
+            ok: ended - failed,
+            failed,
+            timed: ended,
+            ..Counts::default()
+        };
+        // A burst of 6 of 34 beside 0 of 12: 6 of 46 is over 5% at 95%,
+        // but without the burst nothing is over the limit.
+        let v = decide(&[c(12, 0)], &c(34, 6), &slo, 0.95);
+        assert_eq!(v.decision, Decision::Undecided);
+        assert_eq!(v.decided_by, Some(Basis::Errors));
+        // Alone (nothing pooled), the same sweep breaks.
+        assert_eq!(decide(&[], &c(34, 6), &slo, 0.95).decision, Decision::Break);
+        // Spread over the sweeps, the same share breaks.
+        let v = decide(&[c(12, 2), c(12, 2)], &c(12, 2), &slo, 0.95);
+        assert_eq!(v.decision, Decision::Break);
+        // The early verdict agrees: not certain with the burst's sweep
+        // the one with the most.
+        let mut t = Tally::new(34, &slo, 0.95, Counts::default(), &[c(12, 0)]);
+        let failed = || failed(Outcome::HttpError, 10);
+        (0..6).for_each(|_| t.record(&failed()));
+        assert_eq!(t.certain_break(&[]), None);
+        let mut t = Tally::new(12, &slo, 0.95, Counts::default(), &[c(12, 2), c(12, 2)]);
+        (0..2).for_each(|_| t.record(&failed()));
+        assert_eq!(t.certain_break(&[]), None, "2 of 12 alone is not certain");
+        (0..2).for_each(|_| t.record(&failed()));
+        assert_eq!(t.certain_break(&[]), Some(Breach::Errors));
     }
 
     #[test]
