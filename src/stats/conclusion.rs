@@ -6,7 +6,7 @@
 
 use crate::config::Target;
 use crate::stats::carry;
-use crate::stats::decision::{Counts, Decision, Verdict};
+use crate::stats::decision::{Basis, Counts, Decision, Verdict};
 use crate::stats::level;
 use crate::stats::limit;
 use crate::stats::report::{Capacity, LevelSummary, WorkloadReport};
@@ -65,6 +65,7 @@ pub fn conclude(
         client: client_limited,
     } = climb;
     levels.sort_by_key(|l| l.concurrency);
+    doubt_stand_ins(&mut levels);
     // Why climbing stopped: the lowest level that broke the SLO or could not
     // keep its concurrency, else what kept a level from being measured.
     let stopped_because = levels
@@ -142,6 +143,35 @@ pub fn conclude(
     }
 }
 
+/// Drops the stand-in pass of an undecided level over the error limit
+/// when the first level above it that broke broke on errors (`levels`
+/// sorted by concurrency): errors observed over the limit there and shown
+/// over it higher up are what a server failing at every load gives, and
+/// an earlier pass of that level (often a lucky stretch: at 10% of errors,
+/// 8 failures of 160 pass a 5% limit) is no evidence against it. The level
+/// then neither raises nor lowers the knee. A break on sheds or latency
+/// above keeps the stand-in: errors that stay while the server sheds are
+/// no sign that it fails at every load.
+pub fn doubt_stand_ins(levels: &mut [LevelSummary]) {
+    let errors = |v: &Verdict| matches!(v.decided_by, Some(Basis::Errors) | Some(Basis::NoSuccess));
+    let mut broke_on_errors = false;
+    for l in levels.iter_mut().rev() {
+        let Some(v) = l.verdict.as_mut() else {
+            continue;
+        };
+        if l.kept_concurrency && v.counted_as == Decision::Break {
+            broke_on_errors = errors(v);
+        } else if broke_on_errors
+            && v.decision == Decision::Undecided
+            && v.counted_as == Decision::Pass
+            && errors(v)
+        {
+            v.counted_as = Decision::Undecided;
+            l.within_slo = false;
+        }
+    }
+}
+
 /// Why level `l` broke the SLO, in words.
 pub fn slo_breach(l: &LevelSummary, target: &Target) -> String {
     let slo = &target.slo;
@@ -207,5 +237,70 @@ fn evidence_text(v: &Verdict) -> String {
             }
         ),
         _ => format!("{by} decided at {confidence}% confidence on {} requests{pooled}", v.requests),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A level judged `decision` on `by`, counted as `counted_as`.
+    fn level(c: u32, decision: Decision, counted_as: Decision, by: Option<Basis>) -> LevelSummary {
+        LevelSummary {
+            concurrency: c,
+            kept_concurrency: true,
+            within_slo: counted_as == Decision::Pass,
+            verdict: Some(Verdict {
+                decision,
+                counted_as,
+                decided_by: by,
+                ..Verdict::default()
+            }),
+            ..LevelSummary::default()
+        }
+    }
+
+    fn counted(levels: &[LevelSummary]) -> Vec<Decision> {
+        levels
+            .iter()
+            .map(|l| l.verdict.as_ref().unwrap().counted_as)
+            .collect()
+    }
+
+    #[test]
+    fn an_errors_break_above_drops_the_stand_in_pass_of_levels_over_on_errors() {
+        use Decision::{Break, Pass, Undecided};
+        let errors = Some(Basis::Errors);
+        // At 10% of errors: 1 and 2 over the limit on errors, passed once by
+        // luck, 4 broke on errors: the knee is not 2.
+        let mut levels = vec![
+            level(1, Undecided, Pass, errors),
+            level(2, Undecided, Pass, errors),
+            level(4, Break, Break, errors),
+        ];
+        doubt_stand_ins(&mut levels);
+        assert_eq!(counted(&levels), [Undecided, Undecided, Break]);
+        assert!(!levels[0].within_slo);
+        assert_eq!(
+            crate::stats::knee::capacity(&levels, 0.9, None).knee_concurrency,
+            0
+        );
+        // A decided pass stays, and so does a stand-in under a break on sheds
+        // (a server within the error limit at 4%, shedding at 16), or one
+        // undecided on latency.
+        let mut levels = vec![
+            level(1, Pass, Pass, None),
+            level(2, Undecided, Pass, Some(Basis::P95Latency)),
+            level(4, Undecided, Pass, errors),
+            level(8, Break, Break, errors),
+        ];
+        doubt_stand_ins(&mut levels);
+        assert_eq!(counted(&levels), [Pass, Pass, Undecided, Break]);
+        let mut levels = vec![
+            level(8, Undecided, Pass, errors),
+            level(16, Break, Break, Some(Basis::Shed)),
+        ];
+        doubt_stand_ins(&mut levels);
+        assert_eq!(counted(&levels), [Pass, Break]);
     }
 }

@@ -39,7 +39,8 @@ pub enum Decision {
     Break,
     /// Observed over a limit, without that evidence, at the request ceiling:
     /// the knee counts it as the level's last decided verdict on the same
-    /// server; when there is none it neither raises nor lowers the knee
+    /// server; when there is none (or a pass, over the error limit, below a
+    /// level that broke on errors) it neither raises nor lowers the knee
     /// ([`Verdict::counted_as`], [`Capacity::knee_undecided`]).
     Undecided,
 }

@@ -17,6 +17,11 @@
 //!   limit: the level sends more requests (up to its ceiling);
 //! - **pass**: every observed share is within its limit.
 //!
+//! With earlier sweeps pooled, a break also needs the share observed over
+//! its limit without the sweep that holds the most of it
+//! ([`not_one_sweep`]): one burst does not break a level for as long as
+//! the pool holds it.
+//!
 //! Evidence may be pooled from earlier sweeps ([`decide`]'s `window`); it is
 //! left out when this sweep's counts differ from it beyond chance
 //! ([`CHANGE_ALPHA`], Fisher's exact test on each share).
@@ -138,6 +143,33 @@ pub fn decide(window: &[Counts], current: &Counts, slo: &Slo, confidence: f64) -
     }
 }
 
+/// Whether pooled `sweeps` (empty: this sweep's alone) still observe share
+/// `i` over its limit without the sweep with the most of it: no single
+/// sweep makes a pooled break. A burst (6 errors of 34 at a server
+/// failing 4%) otherwise breaks the level for as long as the pool holds
+/// it, 8 sweeps; errors spread over the sweeps (10% at every load) keep
+/// the break. The test at the stated confidence still decides: this only
+/// withholds a break it would give.
+fn not_one_sweep(sweeps: &[Counts], i: usize, slo: &Slo) -> bool {
+    let share = |c: &Counts| {
+        let (_, k, n, _) = c.shares(slo)[i];
+        (k, n)
+    };
+    let Some(worst) = sweeps.iter().map(share).max_by_key(|(k, _)| *k) else {
+        return true;
+    };
+    let (k, n) = sweeps
+        .iter()
+        .map(share)
+        .fold((0, 0), |(a, b), (k, n)| (a + k, b + n));
+    binomial::ratio(k - worst.0, n - worst.1) > slo_limit(slo, i)
+}
+
+/// The limit of share `i` of [`Counts::shares`].
+fn slo_limit(slo: &Slo, i: usize) -> f64 {
+    Counts::default().shares(slo)[i].3
+}
+
 /// The decision of [`decide`], without the bounds it reports.
 struct Decided {
     decision: Decision,
@@ -157,10 +189,18 @@ fn decision(window: &[Counts], current: &Counts, slo: &Slo, alpha: f64) -> Decid
     };
     let evidence = pooled + *current;
     let shares = evidence.shares(slo);
+    let sweeps: Vec<Counts> = if pooled_sweeps == 0 {
+        Vec::new()
+    } else {
+        window.iter().chain([current]).copied().collect()
+    };
     let broke = shares
         .iter()
-        .find(|(_, k, n, limit)| binomial::over_limit(*k, *n, *limit, alpha))
-        .map(|s| (Decision::Break, Some(s.0)));
+        .enumerate()
+        .find(|(i, (_, k, n, limit))| {
+            binomial::over_limit(*k, *n, *limit, alpha) && not_one_sweep(&sweeps, *i, slo)
+        })
+        .map(|(_, s)| (Decision::Break, Some(s.0)));
     let no_success = (current.ok == 0).then_some((Decision::Break, Some(Basis::NoSuccess)));
     let over = shares
         .iter()
@@ -186,6 +226,9 @@ pub struct Tally {
     alpha: f64,
     /// The earlier sweeps' counts at this level, summed (the pool).
     pooled: Counts,
+    /// Per tested share, (count, of) of the earlier sweep with the most of
+    /// it ([`not_one_sweep`]).
+    worst: [(u64, u64); 3],
     /// Earlier passes over the level in this sweep (an undecided level's
     /// first requests).
     before: Counts,
@@ -206,10 +249,21 @@ impl Tally {
         before: Counts,
         window: &[Counts],
     ) -> Self {
+        let worst = std::array::from_fn(|i| {
+            window
+                .iter()
+                .map(|c| {
+                    let (_, k, n, _) = c.shares(slo)[i];
+                    (k, n)
+                })
+                .max_by_key(|(k, _)| *k)
+                .unwrap_or((0, 0))
+        });
         Tally {
             slo: *slo,
             alpha: 1.0 - confidence,
             pooled: window.iter().fold(Counts::default(), |a, c| a + *c),
+            worst,
             before,
             planned,
             now: Counts::default(),
@@ -267,13 +321,23 @@ impl Tally {
                 self.pooled.timed,
             ),
         ];
+        let pooling = self.pooled.ended > 0;
         tests
             .into_iter()
-            .find(|&(_, k, n, limit, pk, pn)| {
+            .zip(self.worst)
+            .find(|&((_, k, n, limit, pk, pn), (wk, wn))| {
+                // Pooled, no single sweep may make the break: it must hold
+                // without this sweep, and without the earlier one with most.
+                // The full verdict pools (and applies this) whenever the
+                // window ended any request, even with none in this share.
+                let one_sweep = pooling
+                    && (binomial::ratio(pk, pn) <= limit
+                        || binomial::ratio(pk - wk + k, pn - wn + n) <= limit);
                 binomial::over_limit(k, n, limit, self.alpha)
                     && binomial::over_limit(k + pk, n + pn, limit, self.alpha)
+                    && !one_sweep
             })
-            .map(|t| t.0)
+            .map(|t| t.0 .0)
     }
 }
 
@@ -343,6 +407,39 @@ mod tests {
             tally(20, &slo, &vec![err; 4]).certain_break(&[]),
             Some(Breach::Errors)
         );
+    }
+
+    #[test]
+    fn no_single_sweep_makes_a_pooled_break() {
+        let slo = slo(1000, 0.05, 0.05);
+        let c = |ended, failed| Counts {
+            ended,
+            ok: ended - failed,
+            failed,
+            timed: ended,
+            ..Counts::default()
+        };
+        // A burst of 6 of 34 beside 0 of 12: 6 of 46 is over 5% at 95%,
+        // but without the burst nothing is over the limit.
+        let v = decide(&[c(12, 0)], &c(34, 6), &slo, 0.95);
+        assert_eq!(v.decision, Decision::Undecided);
+        assert_eq!(v.decided_by, Some(Basis::Errors));
+        // Alone (nothing pooled), the same sweep breaks.
+        assert_eq!(decide(&[], &c(34, 6), &slo, 0.95).decision, Decision::Break);
+        // Spread over the sweeps, the same share breaks.
+        let v = decide(&[c(12, 2), c(12, 2)], &c(12, 2), &slo, 0.95);
+        assert_eq!(v.decision, Decision::Break);
+        // The early verdict agrees: not certain with the burst's sweep
+        // the one with the most.
+        let mut t = Tally::new(34, &slo, 0.95, Counts::default(), &[c(12, 0)]);
+        let failed = || failed(Outcome::HttpError, 10);
+        (0..6).for_each(|_| t.record(&failed()));
+        assert_eq!(t.certain_break(&[]), None);
+        let mut t = Tally::new(12, &slo, 0.95, Counts::default(), &[c(12, 2), c(12, 2)]);
+        (0..2).for_each(|_| t.record(&failed()));
+        assert_eq!(t.certain_break(&[]), None, "2 of 12 alone is not certain");
+        (0..2).for_each(|_| t.record(&failed()));
+        assert_eq!(t.certain_break(&[]), Some(Breach::Errors));
     }
 
     #[test]
