@@ -9,6 +9,7 @@ pub fn headline(s: &Sustained) -> String {
     let rate = match (s.status, s.requests_per_second) {
         (SustainedStatus::NotMeasured, _) | (_, None) => "not measured".to_string(),
         (SustainedStatus::LowerBound, Some(r)) => format!("≥ {r:.2} req/s"),
+        (SustainedStatus::Unconfirmed, Some(r)) => format!("{r:.2} req/s, not confirmed"),
         (_, Some(r)) => format!("{r:.2} req/s"),
     };
     let share = s

@@ -681,6 +681,10 @@ pub enum SustainedStatus {
     /// The highest rate tried held, or the budget ended before a break
     /// bracketed it: the server sustains at least this much.
     LowerBound,
+    /// A rate held its exploring step, but its confirmation did not fit
+    /// the budget: reported, not decided (consumers that size on decided
+    /// rates leave it out).
+    Unconfirmed,
     /// No rate could be established (the client could not offer the
     /// traffic, or the budget ran out first): never a rate of 0.
     NotMeasured,
@@ -694,6 +698,7 @@ impl SustainedStatus {
         match self {
             SustainedStatus::Measured => "measured",
             SustainedStatus::LowerBound => "lower_bound",
+            SustainedStatus::Unconfirmed => "unconfirmed",
             SustainedStatus::NotMeasured => "not_measured",
             SustainedStatus::Zero => "zero",
         }

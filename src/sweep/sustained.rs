@@ -179,10 +179,25 @@ pub(crate) async fn search(
     drop(places);
     out.measured_at_unix_seconds = unix_now();
     conclude(&mut out, &search, stopped);
-    if let (Some(why), Some(_)) = (unconfirmed, out.requests_per_second) {
-        out.why = format!("{} ({why})", out.why);
+    if let Some(why) = unconfirmed {
+        mark_unconfirmed(&mut out, &why);
     }
     Some(out)
+}
+
+/// A rate found but not confirmed (its confirmation did not fit the
+/// budget) is reported as such: a step's pass alone overstates the rate
+/// often enough that a fleet is never sized on it.
+fn mark_unconfirmed(out: &mut Sustained, why: &str) {
+    if out.requests_per_second.is_some()
+        && matches!(
+            out.status,
+            SustainedStatus::Measured | SustainedStatus::LowerBound
+        )
+    {
+        out.status = SustainedStatus::Unconfirmed;
+        out.why = format!("{} ({why})", out.why);
+    }
 }
 
 /// The size of the search's steps and what it may spend on them.
@@ -591,6 +606,32 @@ mod tests {
         // Once 16.6 is confirmed, the extension needs only its own room.
         assert!(fits(161, Some(16.6)));
         assert!(!fits(160, Some(16.6)));
+    }
+
+    #[test]
+    fn a_rate_whose_confirmation_did_not_fit_is_reported_unconfirmed() {
+        let why = "not confirmed: a 120-request confirmation would exceed the budget";
+        for status in [SustainedStatus::Measured, SustainedStatus::LowerBound] {
+            let mut out = last(0);
+            out.status = status;
+            out.why = "held at 5.00 req/s".into();
+            mark_unconfirmed(&mut out, why);
+            assert_eq!(out.status, SustainedStatus::Unconfirmed);
+            assert_eq!(out.status.as_str(), "unconfirmed");
+            assert_eq!(out.requests_per_second, Some(5.0));
+            assert_eq!(out.why, format!("held at 5.00 req/s ({why})"));
+        }
+        // Nothing found, or nothing sustained: that stands.
+        for status in [SustainedStatus::Zero, SustainedStatus::NotMeasured] {
+            let mut out = last(0);
+            out.status = status;
+            mark_unconfirmed(&mut out, why);
+            assert_eq!(out.status, status);
+        }
+        let mut none = last(0);
+        none.requests_per_second = None;
+        mark_unconfirmed(&mut none, why);
+        assert_eq!(none.status, SustainedStatus::Measured);
     }
 
     #[test]
