@@ -48,13 +48,14 @@ pub struct Concluded {
 }
 
 /// Concludes `climb` for `target`: `earlier` is the loop's last good sweep
-/// of the workload, `window` the counts earlier sweeps saw at a level,
+/// of the workload, `window` the counts earlier sweeps saw at a level
+/// (each with the sweeps since it, `evidence::Prior::ages`),
 /// `now` the time (Unix seconds) ages are told from.
 pub fn conclude(
     climb: Climb,
     target: &Target,
     earlier: Option<Earlier<'_>>,
-    window: &dyn Fn(u32) -> Vec<Counts>,
+    window: &dyn Fn(u32) -> Vec<(u64, Counts)>,
     now: f64,
 ) -> Concluded {
     let Climb {

@@ -50,6 +50,9 @@ impl Identity {
 pub struct Prior {
     /// Their counts, oldest first.
     pub window: Vec<Counts>,
+    /// For each of `window`, how many sweeps of the loop came after it
+    /// (0: the last one): what tells recent evidence from older.
+    pub ages: Vec<u64>,
     /// The level's last decided verdict (pass or break) on this server, for
     /// a level undecided now; None when it was never decided.
     pub last_decided: Option<Decision>,
@@ -151,13 +154,14 @@ impl Evidence {
         let Some(l) = self.levels.get(&(workload.to_string(), level)) else {
             return Prior::default();
         };
-        Prior {
-            window: l
-                .sweeps
+        let pooled = || {
+            l.sweeps
                 .iter()
                 .filter(|(n, _)| n + WINDOW_SWEEPS > self.sweeps)
-                .map(|(_, c)| *c)
-                .collect(),
+        };
+        Prior {
+            window: pooled().map(|(_, c)| *c).collect(),
+            ages: pooled().map(|(n, _)| self.sweeps - n).collect(),
             last_decided: l.last_decided,
         }
     }

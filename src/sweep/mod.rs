@@ -427,7 +427,10 @@ async fn run_workload(
     let ladder = Ladder::new(&target.levels, target.refine_resolution, warm);
     let climb = climb::run(&run, ending, ladder, pool, server, &mut first).await?;
     let skipped_levels = climb.skipped.clone();
-    let window = |c| pool(c).window;
+    let window = |c| {
+        let p = pool(c);
+        p.ages.into_iter().zip(p.window).collect()
+    };
     let Concluded {
         levels,
         carried_levels,
