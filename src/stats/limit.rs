@@ -64,7 +64,9 @@ pub fn settle(
 /// Whether requests fail whatever the load: the lowest level broke on
 /// errors (so the knee is 0), or the error counts of the levels, pooled
 /// with what `earlier` sweeps saw at each (the verdicts' window, unless
-/// the level saw a change), are over `max_error_ratio` at `confidence`.
+/// the level saw a change; from the most likely change of the workload's
+/// error ratio on when there is one, [`since_change`]), are over
+/// `max_error_ratio` at `confidence`.
 /// A level that broke on errors joins the pool only when its error ratio is
 /// not higher than that of the levels below it beyond chance (Fisher's
 /// exact test at [`GROWTH_ALPHA`]): errors that grow with load are a limit
@@ -127,9 +129,10 @@ pub const RECENT_SWEEPS: usize = 3;
 /// Significance at which a workload's recent error ratio is taken to
 /// differ from its older one (Fisher's exact test, each side, each split):
 /// a change of 2% to 10% over 80 requests a sweep shows within 2 sweeps
-/// (16 of 160 beside 11 of 560: p 2.4e-5), while of 2,000 simulated
-/// sweeps of a server steady at 4% (80 requests each, 8 before them) 3
-/// split this far by chance, 1 of them then over a 5% limit.
+/// (16 of 160 beside 11 of 560: p 2.4e-5), while of 3,000 simulated
+/// sweeps of a server steady at 4% (80 requests each, 8 before them) 2
+/// split this far by chance and then read over a 5% limit
+/// (`benches/sim/errors_change.py`).
 pub const ERRORS_CHANGE_ALPHA: f64 = 0.001;
 
 /// The errors since the most likely change of the error ratio, when there
