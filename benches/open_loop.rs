@@ -8,6 +8,7 @@
 //! ```text
 //! cargo bench --bench open_loop                                # 4 seeds, 1000-request checks
 //! cargo bench --bench open_loop -- --seeds 8 --check 1000 --engine shed
+//! cargo bench --bench open_loop -- --first-seed 8 --seeds 1       # one seed, its reason printed when unconfirmed
 //! ```
 //!
 //! Per engine: the share of checks at the reported rate where the SLO held
@@ -177,6 +178,7 @@ fn model_hold(endpoint: &config::Endpoint) -> Option<f64> {
 
 fn main() {
     let seeds: u64 = args::parsed("--seeds", 4);
+    let first: u64 = args::parsed("--first-seed", 1);
     let n: usize = args::parsed("--check", 1000);
     let only = args::value("--engine");
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -204,7 +206,7 @@ fn main() {
             continue;
         }
         let (mut held, mut broke, mut checked, mut within) = (0, 0, 0, 0);
-        for seed in 1..=seeds {
+        for seed in first..first + seeds {
             let path = dir.join(format!("{}-{seed}.yaml", e.name));
             std::fs::write(&path, yaml(e, seed)).unwrap();
             let cfg = config::load(&path).unwrap_or_else(|err| panic!("{err}"));
@@ -277,7 +279,10 @@ fn main() {
                     cell(&c2),
                     s.requests as f64 / ladder.max(1) as f64,
                 );
-                if s.status == SustainedStatus::NotMeasured {
+                if matches!(
+                    s.status,
+                    SustainedStatus::NotMeasured | SustainedStatus::Unconfirmed
+                ) {
                     println!("       {}", s.why);
                 }
             });
