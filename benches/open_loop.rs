@@ -8,7 +8,7 @@
 //! ```text
 //! cargo bench --bench open_loop                                # 4 seeds, 1000-request checks
 //! cargo bench --bench open_loop -- --seeds 8 --check 1000 --engine shed
-//! cargo bench --bench open_loop -- --first-seed 8 --seeds 1       # one seed, its reason printed when unconfirmed
+//! cargo bench --bench open_loop -- --first-seed 8 --seeds 1       # one seed; an unconfirmed rate prints its reason and steps
 //! ```
 //!
 //! Per engine: the share of checks at the reported rate where the SLO held
@@ -284,6 +284,18 @@ fn main() {
                     SustainedStatus::NotMeasured | SustainedStatus::Unconfirmed
                 ) {
                     println!("       {}", s.why);
+                    for st in &s.steps {
+                        println!(
+                            "       step {:.2} confirmation {} {:?} scheduled {} uncounted {} sent {}",
+                            st.offered_requests_per_second,
+                            st.confirmation,
+                            st.result,
+                            st.scheduled,
+                            st.uncounted,
+                            st.sent
+                        );
+                    }
+                    println!("       ladder {ladder}");
                 }
             });
         }
