@@ -397,11 +397,18 @@ fn debug_line(seed: u64, report: &SweepReport) {
             None => format!("{}:-", l.concurrency),
         })
         .collect();
+    let carried: Vec<String> = w
+        .carried_levels
+        .iter()
+        .map(|l| format!("{}{}", l.concurrency, if l.within_slo { "" } else { "x" }))
+        .collect();
     eprintln!(
-        "seed {seed} {:?} knee {} | {}",
+        "seed {seed} {:?} knee {} {} | {} | carried [{}]",
         report.kind,
         w.capacity.knee_concurrency,
-        levels.join(" | ")
+        w.capacity.limit.map_or("-", |l| l.as_str()),
+        levels.join(" | "),
+        carried.join(" ")
     );
 }
 

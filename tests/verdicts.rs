@@ -234,6 +234,37 @@ async fn a_rise_from_two_to_ten_percent_errors_reads_knee_zero_within_four_sweep
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fall_from_fifteen_to_two_percent_errors_reads_the_knee_within_three_sweeps() {
+    // Eight sweeps at 15% (knee 0, every level's pool full of errors);
+    // then the same server fails 2%. A sweep at knee 0 measured level 1
+    // alone and its pool held the break: the knee came back after 3 to 9
+    // sweeps. Now a break that rests on the pool alone does not end the
+    // climb, the workload's errors show the change, and the loop keeps
+    // only the sweeps since it at every level.
+    for seed in [3, 5] {
+        let (fifteen, at_fifteen) = engine(&daemon_config(8, 0.15, seed)).await;
+        let (two, at_two) = engine(&daemon_config(8, 0.02, seed)).await;
+        let mut l = Loop::new(&fifteen);
+        for _ in 0..8 {
+            l.sweep(&fifteen, &at_fifteen).await;
+        }
+        let mut after = Vec::new();
+        for _ in 0..3 {
+            let r = l.sweep(&two, &at_two).await;
+            after.push(knee(&r));
+            if knee(&r) == 8 {
+                break;
+            }
+        }
+        assert_eq!(
+            after.last(),
+            Some(&8),
+            "seed {seed}: knees after the fall {after:?}"
+        );
+    }
+}
+
 fn limit(r: &SweepReport) -> Option<Limit> {
     r.workloads[0].capacity.limit
 }

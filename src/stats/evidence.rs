@@ -176,6 +176,20 @@ impl Evidence {
         self.sweeps += 1;
         let now = self.sweeps;
         for w in &report.workloads {
+            // The workload's error ratio changed: every level keeps only the
+            // sweeps since (this one and `k - 1` before it), so that the next
+            // sweep's verdicts read the server as it is now. The workload's
+            // errors show a change sweeps before one level's few requests
+            // can (a pool of 8 sweeps at 15% held knee 0 for 5 sweeps after
+            // the server went back to 2%).
+            if let Some(k) = w.capacity.errors_changed_sweeps {
+                for ((workload, _), level) in &mut self.levels {
+                    if *workload == w.workload {
+                        level.sweeps.retain(|(n, _)| n + u64::from(k) > now);
+                        level.last_decided = None;
+                    }
+                }
+            }
             for l in &w.levels {
                 let Some(v) = &l.verdict else { continue };
                 let level = self
@@ -301,5 +315,28 @@ mod tests {
         let w = e.prior(&setup("vllm"), "chat", 1).window;
         assert_eq!(w.len(), 1);
         assert_eq!(w[0].failed, 5);
+    }
+
+    #[test]
+    fn a_change_of_the_workloads_errors_keeps_only_the_sweeps_since_at_every_level() {
+        let mut e = Evidence::default();
+        for _ in 0..6 {
+            e.record(&report("vllm", &[(1, 2, false), (8, 2, false)]));
+        }
+        // Two sweeps back at 0: the second finds the change began at the first.
+        e.record(&report("vllm", &[(1, 0, false), (8, 0, false)]));
+        assert_eq!(e.prior(&setup("vllm"), "chat", 8).window.len(), 7);
+        let mut changed = report("vllm", &[(1, 0, false)]);
+        changed.workloads[0].capacity.errors_changed_sweeps = Some(2);
+        e.record(&changed);
+        let one = e.prior(&setup("vllm"), "chat", 1);
+        assert_eq!((one.window.len(), one.ages), (2, vec![1, 0]));
+        assert!(one.window.iter().all(|c| c.failed == 0));
+        assert_eq!(one.last_decided, Some(Decision::Pass));
+        // Level 8, not measured by the sweep that saw the change, keeps the
+        // sweep since it, and no verdict from before.
+        let eight = e.prior(&setup("vllm"), "chat", 8);
+        assert_eq!((eight.window.len(), eight.last_decided), (1, None));
+        assert_eq!(eight.window[0].failed, 0);
     }
 }

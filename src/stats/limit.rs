@@ -5,7 +5,7 @@
 
 use crate::config::Slo;
 use crate::stats::binomial;
-use crate::stats::decision::{Basis, Breach, Counts};
+use crate::stats::decision::{Basis, Breach, Counts, Decision};
 use crate::stats::report::{Capacity, LevelSummary, Limit};
 use crate::stats::sample::Outcome;
 
@@ -32,6 +32,20 @@ pub const QUEUED: f64 = 0.5;
 /// [`Limit::ErrorsAtEveryLoad`]: a server that fails 10% of requests at
 /// level 1 as at level 16 has a health problem, not a capacity of 1.
 pub fn settle(
+    capacity: &mut Capacity,
+    levels: &[LevelSummary],
+    carried: &[LevelSummary],
+    earlier: &dyn Fn(u32) -> Vec<(u64, Counts)>,
+    slo: &Slo,
+    confidence: f64,
+) {
+    let changed = errors_changed(levels, earlier, slo);
+    settle_limit(capacity, levels, carried, earlier, slo, confidence);
+    capacity.errors_changed_sweeps = changed;
+}
+
+/// [`settle`], but for the change of the error ratio it records.
+fn settle_limit(
     capacity: &mut Capacity,
     levels: &[LevelSummary],
     carried: &[LevelSummary],
@@ -82,11 +96,71 @@ pub fn fails_at_every_load(
     confidence: f64,
 ) -> bool {
     let alpha = 1.0 - confidence;
-    let broke_on_errors =
-        |l: &LevelSummary| !l.within_slo && !l.undecided() && broke_on(l, slo) == Breach::Errors;
-    if knee == 0 && levels.first().is_some_and(broke_on_errors) {
+    if knee == 0 && levels.first().is_some_and(|l| broke_on_errors(l, slo)) {
         return true;
     }
+    let pooled = health_counts(levels, earlier, slo);
+    let e = since_change(&pooled).map_or_else(|| total(&pooled), |(_, recent)| recent);
+    e.ended > 0 && binomial::over_limit(e.failed, e.ended, slo.max_error_ratio, alpha)
+}
+
+/// Sweeps, this one included, since the most likely change of the error
+/// ratio of the workload whose `levels` this sweep measured (pooled with
+/// what `earlier` sweeps saw at each, as [`fails_at_every_load`] pools
+/// them); None when there was none beyond chance ([`since_change`]).
+pub fn errors_changed(
+    levels: &[LevelSummary],
+    earlier: &dyn Fn(u32) -> Vec<(u64, Counts)>,
+    slo: &Slo,
+) -> Option<u32> {
+    since_change(&health_counts(levels, earlier, slo)).map(|(split, _)| split as u32)
+}
+
+/// Whether `l` broke on errors on its pool alone (or, undecided, counts as
+/// the break its pool last decided): earlier sweeps pooled, no change seen,
+/// and this sweep's own errors not over the limit at `confidence` (a break
+/// by an early stop is never one: it needs this sweep's own evidence).
+/// The climb goes on past such a level (`sweep::climb`), so that the
+/// workload's errors, pooled over every level, show a change of the error
+/// ratio ([`errors_changed`]) that each level's pool hides for as long as
+/// it holds the old ratio: a sweep at knee 0 measured level 1 alone, 8
+/// requests, and a fall from 15% to 2% showed after 3 to 9 sweeps.
+pub fn errors_break_rests_on_pool(l: &LevelSummary, slo: &Slo, confidence: f64) -> bool {
+    let Some(v) = l.verdict.as_ref() else {
+        return false;
+    };
+    l.kept_concurrency
+        && l.stopped_early.is_none()
+        && v.counted_as == Decision::Break
+        && matches!(v.decided_by, Some(Basis::Errors))
+        && v.pooled_sweeps > 0
+        && !v.change_seen
+        && !binomial::over_limit(
+            v.counts.failed,
+            v.counts.ended,
+            slo.max_error_ratio,
+            1.0 - confidence,
+        )
+}
+
+/// Whether `l` broke, decided, on errors.
+fn broke_on_errors(l: &LevelSummary, slo: &Slo) -> bool {
+    !l.within_slo && !l.undecided() && broke_on(l, slo) == Breach::Errors
+}
+
+/// The sum of `counts`.
+fn total(counts: &[Counts]) -> Counts {
+    counts.iter().fold(Counts::default(), |a, c| a + *c)
+}
+
+/// The error counts [`fails_at_every_load`] judges, by recency: index `i`
+/// holds the sweep `i` sweeps before this one (0: this one; the last
+/// entry, all older ones).
+fn health_counts(
+    levels: &[LevelSummary],
+    earlier: &dyn Fn(u32) -> Vec<(u64, Counts)>,
+    slo: &Slo,
+) -> [Counts; RECENT_SWEEPS + 1] {
     // A level's counts by the sweeps before this one (this one's at 0).
     let evidence = |l: &LevelSummary| {
         let v = l.verdict.as_ref()?;
@@ -103,12 +177,20 @@ pub fn fails_at_every_load(
         }
         Some(by_recency)
     };
-    let total = |r: &[Counts]| r.iter().fold(Counts::default(), |a, c| a + *c);
     let mut pooled = [Counts::default(); RECENT_SWEEPS + 1];
     for l in levels {
         let Some(c) = evidence(l) else { continue };
-        if broke_on_errors(l) {
-            let (all, so_far) = (total(&c), total(&pooled));
+        if broke_on_errors(l, slo) {
+            // A level that saw a change is weighed against the levels
+            // below it in this sweep alone: their pools still hold the
+            // ratio from before a rise, which made the rise read as errors
+            // that grow with load (knee 1 to 4, limit `errors`).
+            let changed = l.verdict.as_ref().is_some_and(|v| v.change_seen);
+            let (all, so_far) = if changed {
+                (c[0], pooled[0])
+            } else {
+                (total(&c), total(&pooled))
+            };
             let (_, higher) = binomial::fisher(all.failed, all.ended, so_far.failed, so_far.ended);
             if higher < GROWTH_ALPHA {
                 continue;
@@ -118,8 +200,7 @@ pub fn fails_at_every_load(
             *p = *p + c;
         }
     }
-    let e = since_change(&pooled).unwrap_or_else(|| total(&pooled));
-    e.ended > 0 && binomial::over_limit(e.failed, e.ended, slo.max_error_ratio, alpha)
+    pooled
 }
 
 /// Sweeps, this one included, that may make the recent side of a change in
@@ -135,15 +216,15 @@ pub const RECENT_SWEEPS: usize = 3;
 /// (`benches/sim/errors_change.py`).
 pub const ERRORS_CHANGE_ALPHA: f64 = 0.001;
 
-/// The errors since the most likely change of the error ratio, when there
-/// is one: `by_recency[i]` holds the counts of the sweep `i` sweeps before
+/// The sweeps since the most likely change of the error ratio (of answered
+/// requests), and their errors, when there is one: `by_recency[i]` holds the counts of the sweep `i` sweeps before
 /// this one (0: this one; the last entry, all older ones). Of the splits
 /// into this sweep and up to [`RECENT_SWEEPS`] - 1 before it, against the
 /// rest, the one whose Fisher test gives the lowest p-value, when that is
 /// under [`ERRORS_CHANGE_ALPHA`]. A pool of 8 sweeps otherwise holds the old
 /// ratio for sweeps after the server changed, both ways.
-fn since_change(by_recency: &[Counts]) -> Option<Counts> {
-    let mut best: Option<(f64, Counts)> = None;
+fn since_change(by_recency: &[Counts]) -> Option<(usize, Counts)> {
+    let mut best: Option<(f64, (usize, Counts))> = None;
     for split in 1..by_recency.len() {
         let recent = by_recency[..split]
             .iter()
@@ -151,11 +232,18 @@ fn since_change(by_recency: &[Counts]) -> Option<Counts> {
         let older = by_recency[split..]
             .iter()
             .fold(Counts::default(), |a, c| a + *c);
-        let (lower, higher) =
-            binomial::fisher(recent.failed, recent.ended, older.failed, older.ended);
+        // Over answered requests: sheds in the denominator would make the
+        // ratio move with how many requests the top level shed.
+        let answered = |c: &Counts| c.ended.saturating_sub(c.shed);
+        let (lower, higher) = binomial::fisher(
+            recent.failed,
+            answered(&recent),
+            older.failed,
+            answered(&older),
+        );
         let p = lower.min(higher);
         if p < ERRORS_CHANGE_ALPHA && best.map_or(true, |(b, _)| p < b) {
-            best = Some((p, recent));
+            best = Some((p, (split, recent)));
         }
     }
     best.map(|(_, recent)| recent)
@@ -318,6 +406,39 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_break_on_errors_rests_on_the_pool_when_the_sweeps_own_are_not_over() {
+        let pooled = |failed, sweeps| {
+            let mut l = failing(1, 8, failed, Decision::Break);
+            l.verdict.as_mut().unwrap().pooled_sweeps = sweeps;
+            l
+        };
+        let slo = slo();
+        // 1 of 8 is not over 5% at 95%; 3 of 8 is (p 0.006).
+        assert!(errors_break_rests_on_pool(&pooled(1, 7), &slo, 0.95));
+        assert!(!errors_break_rests_on_pool(&pooled(3, 7), &slo, 0.95));
+        // With nothing pooled, or a change seen, the break is the sweep's own.
+        assert!(!errors_break_rests_on_pool(&pooled(1, 0), &slo, 0.95));
+        let mut changed = pooled(1, 7);
+        changed.verdict.as_mut().unwrap().change_seen = true;
+        assert!(!errors_break_rests_on_pool(&changed, &slo, 0.95));
+        // Undecided, counted as the break the pool last decided: one too.
+        let mut stand_in = pooled(1, 7);
+        stand_in.verdict.as_mut().unwrap().decision = Decision::Undecided;
+        assert!(errors_break_rests_on_pool(&stand_in, &slo, 0.95));
+        stand_in.verdict.as_mut().unwrap().counted_as = Decision::Undecided;
+        assert!(!errors_break_rests_on_pool(&stand_in, &slo, 0.95));
+        // A pass, or a break on another share, is not one.
+        assert!(!errors_break_rests_on_pool(
+            &failing(1, 8, 0, Decision::Pass),
+            &slo,
+            0.95
+        ));
+        let mut shed = pooled(1, 7);
+        shed.verdict.as_mut().unwrap().decided_by = Some(Basis::Shed);
+        assert!(!errors_break_rests_on_pool(&shed, &slo, 0.95));
+    }
+
     fn settled(levels: &[LevelSummary]) -> Capacity {
         let mut c = crate::stats::knee::capacity(levels, 0.9, None);
         settle(&mut c, levels, &[], &|_| Vec::new(), &slo(), 0.95);
@@ -367,13 +488,13 @@ mod tests {
         // Two sweeps at 10% after six at 2%: this one and the last split
         // from the rest.
         let by_recency = [errors(80, 8), errors(80, 8), errors(80, 2), errors(480, 9)];
-        assert_eq!(since_change(&by_recency), Some(errors(160, 16)));
+        assert_eq!(since_change(&by_recency), Some((2, errors(160, 16))));
         // Steady at 4%: no split.
         let steady = [errors(80, 4), errors(80, 3), errors(80, 4), errors(480, 19)];
         assert_eq!(since_change(&steady), None);
         // Back from 10% to 2%: the recent side is the lower one.
         let back = [errors(80, 1), errors(80, 2), errors(80, 1), errors(480, 50)];
-        assert_eq!(since_change(&back), Some(errors(240, 4)));
+        assert_eq!(since_change(&back), Some((3, errors(240, 4))));
     }
 
     #[test]
@@ -401,6 +522,8 @@ mod tests {
             w
         };
         assert!(fails_at_every_load(&levels, &window, 8, &slo(), 0.95));
+        // The change began a sweep ago: the loop's evidence keeps the two.
+        assert_eq!(errors_changed(&levels, &window, &slo()), Some(2));
         // Pooled as one, the same counts are within the limit: 29 of 720.
         let all = levels
             .iter()
@@ -413,6 +536,33 @@ mod tests {
             .fold(Counts::default(), |a, c| a + c);
         assert_eq!((all.failed, all.ended), (29, 720));
         assert!(!binomial::over_limit(all.failed, all.ended, 0.05, 0.05));
+    }
+
+    #[test]
+    fn a_rise_first_seen_at_the_top_level_is_health_not_capacity() {
+        use Decision::{Break, Pass, Undecided};
+        // The first sweep at 10%: level 8 saw the change (its pool dropped)
+        // and broke, 7 of 24; below it 3 of 52, whose pools hold 7 sweeps
+        // without an error. Against those pools level 8's errors grow with
+        // load (p < 0.001); against this sweep's own they do not (p 0.006).
+        let mut eight = failing(8, 24, 7, Break);
+        eight.verdict.as_mut().unwrap().change_seen = true;
+        let levels = [
+            failing(1, 8, 0, Pass),
+            failing(2, 32, 2, Undecided),
+            failing(4, 12, 1, Pass),
+            eight,
+        ];
+        let window = |c: u32| -> Vec<(u64, Counts)> {
+            let n = match c {
+                1 => 8,
+                2 => 32,
+                _ => 12,
+            };
+            (0..7).rev().map(|age| (age, errors(n, 0))).collect()
+        };
+        assert_eq!(errors_changed(&levels, &window, &slo()), Some(1));
+        assert!(fails_at_every_load(&levels, &window, 4, &slo(), 0.95));
     }
 
     #[test]

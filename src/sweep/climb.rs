@@ -7,6 +7,7 @@
 use crate::stats::client;
 use crate::stats::conclusion::Climb;
 use crate::stats::evidence;
+use crate::stats::limit;
 use crate::stats::report::LevelSummary;
 use crate::sweep::closed_loop;
 use crate::sweep::ladder::Ladder;
@@ -108,7 +109,13 @@ pub(super) async fn run(
             }
         };
         settle = summary.stopped_early.is_some();
-        ladder.record(concurrency, !summary.stops_knee());
+        // A break on errors that rests on the level's pool alone ends the
+        // knee there, not the climb: the levels above measure whether the
+        // errors are still there (after a fall of the error ratio, each
+        // level's pool holds the old one for sweeps).
+        let climb_on =
+            limit::errors_break_rests_on_pool(&summary, &target.slo, target.verdict_confidence);
+        ladder.record(concurrency, !summary.stops_knee() || climb_on);
         run.env.observer.level_finished(target, workload, &summary);
         levels.push(summary);
     }
