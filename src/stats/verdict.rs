@@ -106,6 +106,20 @@ pub fn within_observed(c: &Counts, slo: &Slo) -> bool {
         .all(|(_, k, n, limit)| binomial::ratio(*k, *n) <= *limit)
 }
 
+/// What an undecided level counts as, from the level's `last_decided`
+/// verdict on this server and this sweep's own counts (`own`): that
+/// verdict, but a break only while this sweep's own requests still observe
+/// a share over its limit. A pool's break otherwise stood in for sweeps
+/// after newer requests stopped showing it (at 4% of errors, knee 1 for 3
+/// sweeps on a level measuring 1 error of 32); such a level neither raises
+/// nor lowers the knee.
+pub fn stand_in(last_decided: Option<Decision>, own: &Counts, slo: &Slo) -> Decision {
+    match last_decided {
+        Some(Decision::Break) if within_observed(own, slo) => Decision::Undecided,
+        last => last.unwrap_or(Decision::Undecided),
+    }
+}
+
 /// Whether `current` differs from `prior` beyond chance on any share.
 fn changed(prior: &Counts, current: &Counts, slo: &Slo) -> bool {
     prior
@@ -165,6 +179,18 @@ fn not_one_sweep(sweeps: &[Counts], i: usize, slo: &Slo) -> bool {
     binomial::ratio(k - worst.0, n - worst.1) > slo_limit(slo, i)
 }
 
+/// Whether this sweep's own requests observe a share over its limit
+/// (`own`, an entry of [`Counts::shares`]): a pooled break stands only
+/// while they do. The pool decides what one sweep's few requests cannot,
+/// but it also held one unlucky sweep's ratio for the 8 sweeps it keeps
+/// (at 4% of errors, knee 4 for 8 sweeps while level 8 measured 1 error of
+/// 24 each time); a level whose own requests no longer show the break is
+/// undecided, and is sent more of them.
+fn still_shown(own: &(Basis, u64, u64, f64)) -> bool {
+    let (_, k, n, limit) = *own;
+    binomial::ratio(k, n) > limit
+}
+
 /// The limit of share `i` of [`Counts::shares`].
 fn slo_limit(slo: &Slo, i: usize) -> f64 {
     Counts::default().shares(slo)[i].3
@@ -194,11 +220,14 @@ fn decision(window: &[Counts], current: &Counts, slo: &Slo, alpha: f64) -> Decid
     } else {
         window.iter().chain([current]).copied().collect()
     };
+    let own = current.shares(slo);
     let broke = shares
         .iter()
         .enumerate()
         .find(|(i, (_, k, n, limit))| {
-            binomial::over_limit(*k, *n, *limit, alpha) && not_one_sweep(&sweeps, *i, slo)
+            binomial::over_limit(*k, *n, *limit, alpha)
+                && not_one_sweep(&sweeps, *i, slo)
+                && still_shown(&own[*i])
         })
         .map(|(_, s)| (Decision::Break, Some(s.0)));
     let no_success = (current.ok == 0).then_some((Decision::Break, Some(Basis::NoSuccess)));
@@ -554,6 +583,28 @@ mod tests {
     }
 
     /// `n` counts of one earlier sweep: `bad` of them failed.
+    #[test]
+    fn a_break_stands_in_only_while_this_sweeps_requests_show_it() {
+        let slo = slo(500, 0.05, 0.05);
+        let own = |failed| sweep_counts(32, failed);
+        // 1 error of 32 (3%) no longer shows the break its pool decided.
+        assert_eq!(
+            stand_in(Some(Decision::Break), &own(1), &slo),
+            Decision::Undecided
+        );
+        // 2 of 32 (6%) still does.
+        assert_eq!(
+            stand_in(Some(Decision::Break), &own(2), &slo),
+            Decision::Break
+        );
+        // A pass stands in as before; nothing decided is undecided.
+        assert_eq!(
+            stand_in(Some(Decision::Pass), &own(2), &slo),
+            Decision::Pass
+        );
+        assert_eq!(stand_in(None, &own(2), &slo), Decision::Undecided);
+    }
+
     fn sweep_counts(n: u64, bad: u64) -> Counts {
         Counts {
             ended: n,
@@ -568,8 +619,7 @@ mod tests {
     #[test]
     fn pooled_evidence_decides_what_one_sweep_cannot() {
         let slo = slo(1000, 0.05, 0.05);
-        // 15% errors: one clean sweep of 8 alone passes; pooled with seven
-        // earlier sweeps (9 errors in 56) it breaks.
+        // 15% errors, 9 in the 56 requests of seven earlier sweeps.
         let window = vec![
             sweep_counts(8, 1),
             sweep_counts(8, 2),
@@ -579,14 +629,26 @@ mod tests {
             sweep_counts(8, 1),
             sweep_counts(8, 2),
         ];
-        let clean = sweep_counts(8, 0);
-        assert_eq!(decide(&[], &clean, &slo, 0.95).decision, Decision::Pass);
-        let v = decide(&window, &clean, &slo, 0.95);
+        // One error in this sweep's 8 is no break alone; pooled with seven
+        // earlier sweeps (10 errors in 64) it breaks.
+        let one = sweep_counts(8, 1);
+        assert_eq!(decide(&[], &one, &slo, 0.95).decision, Decision::Undecided);
+        let v = decide(&window, &one, &slo, 0.95);
         assert_eq!(
             (v.decision, v.decided_by),
             (Decision::Break, Some(Basis::Errors))
         );
         assert_eq!((v.requests, v.pooled_sweeps, v.change_seen), (64, 7, false));
+        // A clean sweep passes alone; pooled, it does not show the break
+        // its pool holds: undecided (it is sent more requests), neither a
+        // pass nor a break.
+        let clean = sweep_counts(8, 0);
+        assert_eq!(decide(&[], &clean, &slo, 0.95).decision, Decision::Pass);
+        let v = decide(&window, &clean, &slo, 0.95);
+        assert_eq!(
+            (v.decision, v.decided_by),
+            (Decision::Undecided, Some(Basis::Errors))
+        );
         // 2%: one error in this sweep's 8 is undecided alone, a pass pooled.
         let window = vec![sweep_counts(8, 0); 7];
         let one = sweep_counts(8, 1);

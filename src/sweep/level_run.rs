@@ -117,8 +117,9 @@ struct Judged {
 /// planned count `n`, then, while the verdict (pooled with what earlier
 /// sweeps saw, `prior`) is undecided, `n` more, up to the target's
 /// `verdict_ceiling` times `n`. Still undecided, the level counts as it was
-/// last decided on this server, or, when it never was, as undecided: it
-/// neither raises nor lowers the knee, which says so.
+/// last decided on this server (a break only while this sweep's own
+/// requests still observe it, [`verdict::stand_in`]), or, when it never
+/// was, as undecided: it neither raises nor lowers the knee, which says so.
 async fn judge_level(
     run: &closed_loop::Run,
     target: &Target,
@@ -161,8 +162,9 @@ async fn judge_level(
             });
         }
         if verdict.decision == Decision::Undecided && !verdict.change_seen {
-            // Never decided here: neither a pass nor a break (stats::knee).
-            verdict.counted_as = prior.last_decided.unwrap_or(Decision::Undecided);
+            // Never decided here (or a break this sweep no longer shows):
+            // neither a pass nor a break (stats::knee).
+            verdict.counted_as = verdict::stand_in(prior.last_decided, &before, &target.slo);
         }
         let more = verdict.decision == Decision::Undecided
             && planned < ceiling
