@@ -30,7 +30,9 @@ pub const QUEUED: f64 = 0.5;
 /// the first level above it, carried or not), judged at `confidence`. When requests fail
 /// whatever the load ([`fails_at_every_load`]) the knee is 0 and the limit
 /// [`Limit::ErrorsAtEveryLoad`]: a server that fails 10% of requests at
-/// level 1 as at level 16 has a health problem, not a capacity of 1.
+/// level 1 as at level 16 has a health problem, not a capacity of 1. Also
+/// records in `capacity` how many sweeps ago the workload's error ratio
+/// changed, when it did ([`errors_changed`]).
 pub fn settle(
     capacity: &mut Capacity,
     levels: &[LevelSummary],
@@ -217,8 +219,9 @@ pub const RECENT_SWEEPS: usize = 3;
 pub const ERRORS_CHANGE_ALPHA: f64 = 0.001;
 
 /// The sweeps since the most likely change of the error ratio (of answered
-/// requests), and their errors, when there is one: `by_recency[i]` holds the counts of the sweep `i` sweeps before
-/// this one (0: this one; the last entry, all older ones). Of the splits
+/// requests), and their errors, when there is one: `by_recency[i]` holds
+/// the counts of the sweep `i` sweeps before this one (0: this one; the
+/// last entry, all older ones). Of the splits
 /// into this sweep and up to [`RECENT_SWEEPS`] - 1 before it, against the
 /// rest, the one whose Fisher test gives the lowest p-value, when that is
 /// under [`ERRORS_CHANGE_ALPHA`]. A pool of 8 sweeps otherwise holds the old

@@ -110,9 +110,9 @@ pub fn within_observed(c: &Counts, slo: &Slo) -> bool {
 /// verdict on this server and this sweep's own counts (`own`): that
 /// verdict, but a break only while this sweep's own requests still observe
 /// a share over its limit. A pool's break otherwise stood in for sweeps
-/// after newer requests stopped showing it (at 4% of errors, knee 1 for 3
-/// sweeps on a level measuring 1 error of 32); such a level neither raises
-/// nor lowers the knee.
+/// after newer requests stopped showing it (at 4% of errors, knee 1 for 5
+/// sweeps and 0 for 8 on levels measuring 0 to 2 errors of 32); such a
+/// level neither raises nor lowers the knee.
 pub fn stand_in(last_decided: Option<Decision>, own: &Counts, slo: &Slo) -> Decision {
     match last_decided {
         Some(Decision::Break) if within_observed(own, slo) => Decision::Undecided,
