@@ -212,20 +212,15 @@ async fn a_rise_from_two_to_ten_percent_errors_reads_knee_zero_within_four_sweep
     // 70 requests a sweep) show it in the first or second sweep here;
     // with 3 times (about 40), seed 5 took 3 to 5 (BENCHMARKS.md).
     for seed in [3, 5] {
-        let (two, at_two) = engine(&config_with(8, 0.02, seed, "6x", 16)).await;
-        let (ten, at_ten) = engine(&config_with(8, 0.10, seed, "6x", 16)).await;
-        let mut l = Loop::new(&two);
-        for _ in 0..8 {
-            l.sweep(&two, &at_two).await;
-        }
-        let mut after = Vec::new();
-        for _ in 0..4 {
-            let r = l.sweep(&ten, &at_ten).await;
-            after.push((knee(&r), limit(&r)));
-            if after.last() == Some(&(0, Some(Limit::ErrorsAtEveryLoad))) {
-                break;
-            }
-        }
+        let before = config_with(8, 0.02, seed, "6x", 16);
+        let now = config_with(8, 0.10, seed, "6x", 16);
+        let after = after_a_change(&before, &now, 4, |r| {
+            (knee(r), limit(r)) == (0, Some(Limit::ErrorsAtEveryLoad))
+        })
+        .await
+        .iter()
+        .map(|r| (knee(r), limit(r)))
+        .collect::<Vec<_>>();
         assert_eq!(
             after.last(),
             Some(&(0, Some(Limit::ErrorsAtEveryLoad))),
@@ -243,26 +238,46 @@ async fn a_fall_from_fifteen_to_two_percent_errors_reads_the_knee_within_three_s
     // climb, the workload's errors show the change, and the loop keeps
     // only the sweeps since it at every level.
     for seed in [3, 5] {
-        let (fifteen, at_fifteen) = engine(&daemon_config(8, 0.15, seed)).await;
-        let (two, at_two) = engine(&daemon_config(8, 0.02, seed)).await;
-        let mut l = Loop::new(&fifteen);
-        for _ in 0..8 {
-            l.sweep(&fifteen, &at_fifteen).await;
-        }
-        let mut after = Vec::new();
-        for _ in 0..3 {
-            let r = l.sweep(&two, &at_two).await;
-            after.push(knee(&r));
-            if knee(&r) == 8 {
-                break;
-            }
-        }
+        let before = daemon_config(8, 0.15, seed);
+        let now = daemon_config(8, 0.02, seed);
+        let after = after_a_change(&before, &now, 3, |r| knee(r) == 8)
+            .await
+            .iter()
+            .map(knee)
+            .collect::<Vec<_>>();
         assert_eq!(
             after.last(),
             Some(&8),
             "seed {seed}: knees after the fall {after:?}"
         );
     }
+}
+
+/// A loop's sweeps after a change of its server: 8 sweeps of an engine
+/// on `before` fill the pool, then the same loop sweeps an engine on `now`
+/// (same identity) until `shown` or `most` sweeps; the sweeps after it.
+async fn after_a_change(
+    before: &str,
+    now: &str,
+    most: usize,
+    shown: impl Fn(&SweepReport) -> bool,
+) -> Vec<SweepReport> {
+    let (old, at_old) = engine(before).await;
+    let (new, at_new) = engine(now).await;
+    let mut l = Loop::new(&old);
+    for _ in 0..8 {
+        l.sweep(&old, &at_old).await;
+    }
+    let mut after = Vec::new();
+    for _ in 0..most {
+        let r = l.sweep(&new, &at_new).await;
+        let done = shown(&r);
+        after.push(r);
+        if done {
+            break;
+        }
+    }
+    after
 }
 
 fn limit(r: &SweepReport) -> Option<Limit> {

@@ -41,20 +41,7 @@ pub fn settle(
     slo: &Slo,
     confidence: f64,
 ) {
-    let changed = errors_changed(levels, earlier, slo);
-    settle_limit(capacity, levels, carried, earlier, slo, confidence);
-    capacity.errors_changed_sweeps = changed;
-}
-
-/// [`settle`], but for the change of the error ratio it records.
-fn settle_limit(
-    capacity: &mut Capacity,
-    levels: &[LevelSummary],
-    carried: &[LevelSummary],
-    earlier: &dyn Fn(u32) -> Vec<(u64, Counts)>,
-    slo: &Slo,
-    confidence: f64,
-) {
+    capacity.errors_changed_sweeps = errors_changed(levels, earlier, slo);
     if fails_at_every_load(levels, earlier, capacity.knee_concurrency, slo, confidence) {
         *capacity = Capacity {
             knee_concurrency: 0,
