@@ -129,6 +129,11 @@ fn profiles() -> Vec<Profile> {
         named("fail-15%", 15.0),
         outliers("outliers-2%", 0.02),
         outliers("outliers-4%", 0.04),
+        // Twice the p95's 5%: knee 0, `latency_at_every_load` (issue 28).
+        Profile {
+            truth: Some(0),
+            ..outliers("outliers-10%", 0.10)
+        },
     ]
 }
 

@@ -9,6 +9,7 @@
 //! cargo bench --bench open_loop                                # 4 seeds, 1000-request checks
 //! cargo bench --bench open_loop -- --seeds 8 --check 1000 --engine shed
 //! cargo bench --bench open_loop -- --first-seed 8 --seeds 1       # one seed; an unconfirmed rate prints its reason and steps
+//! OPEN_LOOP_STEPS=1 cargo bench --bench open_loop -- --check 0 --seeds 24 --engine shed   # searches only, every step printed
 //! ```
 //!
 //! Per engine: the share of checks at the reported rate where the SLO held
@@ -181,6 +182,8 @@ fn main() {
     let first: u64 = args::parsed("--first-seed", 1);
     let n: usize = args::parsed("--check", 1000);
     let only = args::value("--engine");
+    // Every search's steps, not only those of a rate left unconfirmed.
+    let steps_wanted = std::env::var_os("OPEN_LOOP_STEPS").is_some();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -241,7 +244,7 @@ fn main() {
                     .zip(model_hold(&target.endpoint))
                     .map(|(places, hold)| erlang::load_for(places, 0.05) / hold);
                 let rate = s.requests_per_second.unwrap_or(0.0);
-                let (c1, c2) = if rate > 0.0 && s.status != SustainedStatus::NotMeasured {
+                let (c1, c2) = if n > 0 && rate > 0.0 && s.status != SustainedStatus::NotMeasured {
                     let a = check(&reach.base_url, rate, n, seed).await;
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     let b = check(&reach.base_url, rate * 1.25, n, seed + 1000).await;
@@ -279,20 +282,24 @@ fn main() {
                     cell(&c2),
                     s.requests as f64 / ladder.max(1) as f64,
                 );
-                if matches!(
-                    s.status,
-                    SustainedStatus::NotMeasured | SustainedStatus::Unconfirmed
-                ) {
+                if steps_wanted
+                    || matches!(
+                        s.status,
+                        SustainedStatus::NotMeasured | SustainedStatus::Unconfirmed
+                    )
+                {
                     println!("       {}", s.why);
                     for st in &s.steps {
                         println!(
-                            "       step {:.2} confirmation {} {:?} scheduled {} uncounted {} sent {}",
+                            "       step {:.2} confirmation {} {:?} scheduled {} uncounted {} sent {} shed {}/{}",
                             st.offered_requests_per_second,
                             st.confirmation,
                             st.result,
                             st.scheduled,
                             st.uncounted,
-                            st.sent
+                            st.sent,
+                            st.verdict.counts.shed,
+                            st.verdict.counts.ended
                         );
                     }
                     println!("       ladder {ladder}");

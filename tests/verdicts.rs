@@ -347,3 +347,51 @@ async fn ten_percent_failures_read_errors_at_every_load() {
         );
     }
 }
+
+/// Issue 28: latency outliers at every load are health, not capacity: an
+/// engine that holds 10% of its requests 600 ms past a 500 ms p95 limit,
+/// at any load, reads knee 0 with `latency_at_every_load` once the loop's
+/// pool holds the evidence, and never a knee with `compute` or `latency`
+/// (the old rule: knee 1 to 4 with `compute`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_percent_latency_outliers_read_latency_at_every_load() {
+    // Seed 4 draws 22 outliers in its first 200 requests.
+    let seed = 4;
+    let yaml = Yaml {
+        warmup_requests: 2,
+        levels: "[1, 2, 4, 8, 16]",
+        requests_per_level: "3x",
+        min_requests_per_level: 8,
+        slo: Some("{ p95_latency: 500ms, max_shed_ratio: 0.05, max_error_ratio: 0.05 }"),
+        rest: &format!(
+            "targets:\n  - name: sim\n    simulator: {{ profile: tiny, step_base: 4ms, \
+             step_per_sequence: 500us, max_in_flight: 8, slow_ratio: 0.1, \
+             slow_delay: 600ms, seed: {seed} }}"
+        ),
+        ..Yaml::default()
+    }
+    .render();
+    let (target, at) = engine(&yaml).await;
+    let mut l = Loop::new(&target);
+    let mut seen = Vec::new();
+    for _ in 0..6 {
+        let r = l.sweep(&target, &at).await;
+        seen.push((knee(&r), limit(&r)));
+    }
+    for (k, why) in &seen {
+        assert!(
+            *k > 0 || *why == Some(Limit::LatencyAtEveryLoad),
+            "seed {seed}: {seen:?}"
+        );
+        assert!(
+            !matches!(why, Some(Limit::Compute | Limit::Latency)),
+            "seed {seed}: {seen:?}"
+        );
+    }
+    assert!(
+        seen[2..]
+            .iter()
+            .all(|s| *s == (0, Some(Limit::LatencyAtEveryLoad))),
+        "seed {seed}: {seen:?}"
+    );
+}

@@ -35,6 +35,11 @@ pub fn limit_meaning(limit: Limit) -> &'static str {
         Limit::Latency => {
             "latency broke, and the server's metrics do not tell why (none were read)"
         }
+        Limit::LatencyAtEveryLoad => {
+            "requests run over the p95 limit whatever the load (at the lowest level too): \
+             outliers at any load or a server too slow for this SLO; a health problem, not \
+             capacity"
+        }
         Limit::NotReached => "no level broke the SLO: capacity is at least the knee",
     }
 }

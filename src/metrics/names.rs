@@ -331,7 +331,7 @@ pub const SWEEP_SERVER_PREEMPTIONS: Spec = Spec {
 /// The limit that binds at the knee, per workload.
 pub const CAPACITY_LIMIT: Spec = Spec {
     name: "llmprobe_capacity_limit_info",
-    help: "What binds at the knee (limit: queue, kv_cache, compute, shed, rate_limited, errors, errors_at_every_load, latency, not_reached); always 1.",
+    help: "What binds at the knee (limit: queue, kv_cache, compute, shed, rate_limited, errors, errors_at_every_load, latency, latency_at_every_load, not_reached); always 1.",
     labels: &["target", "model", "workload", "limit"],
 };
 /// Whether every level the knee rests on was decided, per workload.

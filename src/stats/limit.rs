@@ -8,6 +8,7 @@ use crate::stats::binomial;
 use crate::stats::decision::{Basis, Breach, Counts, Decision};
 use crate::stats::report::{Capacity, LevelSummary, Limit};
 use crate::stats::sample::Outcome;
+use crate::stats::verdict;
 
 /// KV-cache usage at or above which the cache is full.
 pub const KV_CACHE_FULL: f64 = 0.9;
@@ -42,7 +43,15 @@ pub fn settle(
     confidence: f64,
 ) {
     capacity.errors_changed_sweeps = errors_changed(levels, earlier, slo);
-    if fails_at_every_load(levels, earlier, capacity.knee_concurrency, slo, confidence) {
+    let knee = capacity.knee_concurrency;
+    let health = if fails_at_every_load(levels, earlier, knee, slo, confidence) {
+        Some(Limit::ErrorsAtEveryLoad)
+    } else if slow_at_every_load(levels, earlier, knee, slo, confidence) {
+        Some(Limit::LatencyAtEveryLoad)
+    } else {
+        None
+    };
+    if let Some(limit) = health {
         *capacity = Capacity {
             knee_concurrency: 0,
             throughput_tokens_per_second: 0.0,
@@ -54,7 +63,7 @@ pub fn settle(
             knee_carried_over: false,
             knee_measured_at_unix_seconds: None,
             knee_undecided: false,
-            limit: Some(Limit::ErrorsAtEveryLoad),
+            limit: Some(limit),
             ..capacity.clone()
         };
         return;
@@ -93,6 +102,56 @@ pub fn fails_at_every_load(
     e.ended > 0 && binomial::over_limit(e.failed, e.ended, slo.max_error_ratio, alpha)
 }
 
+/// Whether requests run over the p95 latency limit whatever the load, as
+/// [`fails_at_every_load`] judges errors: the lowest level broke on
+/// latency (so the knee is 0), or the slow requests of the levels, pooled
+/// with what `earlier` sweeps saw at each, are over the p95's share
+/// ([`verdict::SLOW_SHARE`]) at `confidence`. A level that broke on
+/// latency joins the pool only when its share of slow requests is not
+/// higher than that of the levels below it beyond chance (Fisher's exact
+/// test at [`GROWTH_ALPHA`]): latency that grows with load is capacity
+/// (a queue, a slower step), while outliers at any load (10% of requests
+/// held 600 ms past a 500 ms p95 read knee 1 to 4 `compute`) are health.
+pub fn slow_at_every_load(
+    levels: &[LevelSummary],
+    earlier: &dyn Fn(u32) -> Vec<(u64, Counts)>,
+    knee: u32,
+    slo: &Slo,
+    confidence: f64,
+) -> bool {
+    let broke_on_latency =
+        |l: &LevelSummary| !l.within_slo && !l.undecided() && broke_on(l, slo) == Breach::Latency;
+    if knee == 0 && levels.first().is_some_and(broke_on_latency) {
+        return true;
+    }
+    let mut pooled = Counts::default();
+    for l in levels {
+        let Some(v) = l.verdict.as_ref() else {
+            continue;
+        };
+        let window = if v.change_seen {
+            Vec::new()
+        } else {
+            earlier(l.concurrency)
+        };
+        let all = window.into_iter().fold(v.counts, |a, (_, c)| a + c);
+        if broke_on_latency(l) {
+            let (_, higher) = binomial::fisher(all.slow, all.timed, pooled.slow, pooled.timed);
+            if higher < GROWTH_ALPHA {
+                continue;
+            }
+        }
+        pooled = pooled + all;
+    }
+    pooled.timed > 0
+        && binomial::over_limit(
+            pooled.slow,
+            pooled.timed,
+            verdict::SLOW_SHARE,
+            1.0 - confidence,
+        )
+}
+
 /// Sweeps, this one included, since the most likely change of the error
 /// ratio of the workload whose `levels` this sweep measured (pooled with
 /// what `earlier` sweeps saw at each, as [`fails_at_every_load`] pools
@@ -105,31 +164,33 @@ pub fn errors_changed(
     since_change(&health_counts(levels, earlier, slo)).map(|(split, _)| split as u32)
 }
 
-/// Whether `l` broke on errors on its pool alone (or, undecided, counts as
-/// the break its pool last decided): earlier sweeps pooled, no change seen,
-/// and this sweep's own errors not over the limit at `confidence` (a break
-/// by an early stop is never one: it needs this sweep's own evidence).
-/// The climb goes on past such a level (`sweep::climb`), so that the
-/// workload's errors, pooled over every level, show a change of the error
-/// ratio ([`errors_changed`]) that each level's pool hides for as long as
-/// it holds the old ratio: a sweep at knee 0 measured level 1 alone, 8
-/// requests, and a fall from 15% to 2% showed after 3 to 9 sweeps.
-pub fn errors_break_rests_on_pool(l: &LevelSummary, slo: &Slo, confidence: f64) -> bool {
+/// Whether `l` broke on errors or on latency on its pool alone (or,
+/// undecided, counts as the break its pool last decided): earlier sweeps
+/// pooled, no change seen, and this sweep's own share not over the limit
+/// at `confidence` (a break by an early stop is never one: it needs this
+/// sweep's own evidence). The climb goes on past such a level
+/// (`sweep::climb`), so that the workload's errors, pooled over every
+/// level, show a change of the error ratio ([`errors_changed`]) that each
+/// level's pool hides for as long as it holds the old ratio (a sweep at
+/// knee 0 measured level 1 alone, 8 requests, and a fall from 15% to 2%
+/// showed after 3 to 9 sweeps), and so that outliers at any load are
+/// pooled over more than the two lowest levels ([`slow_at_every_load`]:
+/// 10% outliers read knee 1 `compute` on a pooled break at level 2).
+pub fn break_rests_on_pool(l: &LevelSummary, slo: &Slo, confidence: f64) -> bool {
     let Some(v) = l.verdict.as_ref() else {
         return false;
+    };
+    let (k, n, limit) = match v.decided_by {
+        Some(Basis::Errors) => (v.counts.failed, v.counts.ended, slo.max_error_ratio),
+        Some(Basis::P95Latency) => (v.counts.slow, v.counts.timed, verdict::SLOW_SHARE),
+        _ => return false,
     };
     l.kept_concurrency
         && l.stopped_early.is_none()
         && v.counted_as == Decision::Break
-        && matches!(v.decided_by, Some(Basis::Errors))
         && v.pooled_sweeps > 0
         && !v.change_seen
-        && !binomial::over_limit(
-            v.counts.failed,
-            v.counts.ended,
-            slo.max_error_ratio,
-            1.0 - confidence,
-        )
+        && !binomial::over_limit(k, n, limit, 1.0 - confidence)
 }
 
 /// Whether `l` broke, decided, on errors.
@@ -397,7 +458,7 @@ mod tests {
     }
 
     #[test]
-    fn a_break_on_errors_rests_on_the_pool_when_the_sweeps_own_are_not_over() {
+    fn a_break_on_errors_or_latency_rests_on_the_pool_when_the_sweeps_own_are_not_over() {
         let pooled = |failed, sweeps| {
             let mut l = failing(1, 8, failed, Decision::Break);
             l.verdict.as_mut().unwrap().pooled_sweeps = sweeps;
@@ -405,28 +466,36 @@ mod tests {
         };
         let slo = slo();
         // 1 of 8 is not over 5% at 95%; 3 of 8 is (p 0.006).
-        assert!(errors_break_rests_on_pool(&pooled(1, 7), &slo, 0.95));
-        assert!(!errors_break_rests_on_pool(&pooled(3, 7), &slo, 0.95));
+        assert!(break_rests_on_pool(&pooled(1, 7), &slo, 0.95));
+        assert!(!break_rests_on_pool(&pooled(3, 7), &slo, 0.95));
         // With nothing pooled, or a change seen, the break is the sweep's own.
-        assert!(!errors_break_rests_on_pool(&pooled(1, 0), &slo, 0.95));
+        assert!(!break_rests_on_pool(&pooled(1, 0), &slo, 0.95));
         let mut changed = pooled(1, 7);
         changed.verdict.as_mut().unwrap().change_seen = true;
-        assert!(!errors_break_rests_on_pool(&changed, &slo, 0.95));
+        assert!(!break_rests_on_pool(&changed, &slo, 0.95));
         // Undecided, counted as the break the pool last decided: one too.
         let mut stand_in = pooled(1, 7);
         stand_in.verdict.as_mut().unwrap().decision = Decision::Undecided;
-        assert!(errors_break_rests_on_pool(&stand_in, &slo, 0.95));
+        assert!(break_rests_on_pool(&stand_in, &slo, 0.95));
         stand_in.verdict.as_mut().unwrap().counted_as = Decision::Undecided;
-        assert!(!errors_break_rests_on_pool(&stand_in, &slo, 0.95));
+        assert!(!break_rests_on_pool(&stand_in, &slo, 0.95));
         // A pass, or a break on another share, is not one.
-        assert!(!errors_break_rests_on_pool(
+        assert!(!break_rests_on_pool(
             &failing(1, 8, 0, Decision::Pass),
             &slo,
             0.95
         ));
         let mut shed = pooled(1, 7);
         shed.verdict.as_mut().unwrap().decided_by = Some(Basis::Shed);
-        assert!(!errors_break_rests_on_pool(&shed, &slo, 0.95));
+        assert!(!break_rests_on_pool(&shed, &slo, 0.95));
+        // A latency break: 1 slow request of 8 rests on the pool, 3 do not.
+        let late = |n_slow| {
+            let mut l = slow(2, 8, n_slow, Decision::Break);
+            l.verdict.as_mut().unwrap().pooled_sweeps = 3;
+            l
+        };
+        assert!(break_rests_on_pool(&late(1), &slo, 0.95));
+        assert!(!break_rests_on_pool(&late(3), &slo, 0.95));
     }
 
     fn settled(levels: &[LevelSummary]) -> Capacity {
@@ -579,6 +648,63 @@ mod tests {
         let c = settled(&two);
         assert_eq!((c.knee_concurrency, c.limit), (16, Some(Limit::NotReached)));
         assert!(c.knee_undecided);
+    }
+
+    /// A level of `timed` requests, `slow` of them over the p95 limit,
+    /// judged as `decision` on the latency test.
+    fn slow(c: u32, timed: u64, slow: u64, decision: Decision) -> LevelSummary {
+        let mut l = failing(c, timed, 0, decision);
+        let v = l.verdict.as_mut().unwrap();
+        v.decided_by = (decision != Decision::Pass).then_some(Basis::P95Latency);
+        v.counts.slow = slow;
+        l
+    }
+
+    #[test]
+    fn outliers_at_every_load_read_knee_zero_with_latency_at_every_load() {
+        use Decision::{Break, Pass, Undecided};
+        // 10% of requests held past the p95 limit at every level: level 2
+        // broke (3 of 32 against 0 of 8 below it is chance, p 0.6), and
+        // pooled, 14 of 120 is over 5% at 95%.
+        let outliers = [
+            slow(1, 8, 0, Pass),
+            slow(2, 32, 3, Break),
+            slow(4, 40, 5, Undecided),
+            slow(8, 40, 6, Undecided),
+        ];
+        let c = settled(&outliers);
+        assert_eq!(
+            (c.knee_concurrency, c.limit),
+            (0, Some(Limit::LatencyAtEveryLoad))
+        );
+        assert_eq!(c.recommended_max_in_flight, 0);
+        assert_eq!(Limit::LatencyAtEveryLoad.as_str(), "latency_at_every_load");
+        // Level 1 itself over the limit: knee 0, and over it at every load.
+        let c = settled(&[slow(1, 8, 4, Break)]);
+        assert_eq!(
+            (c.knee_concurrency, c.limit),
+            (0, Some(Limit::LatencyAtEveryLoad))
+        );
+        // Latency that grows with load is capacity: 20 of 32 at level 8
+        // beside 1 of 88 below it.
+        let queue = [
+            slow(1, 8, 0, Pass),
+            slow(2, 32, 0, Pass),
+            slow(4, 48, 1, Pass),
+            slow(8, 32, 20, Break),
+        ];
+        let c = settled(&queue);
+        assert_eq!((c.knee_concurrency, c.limit), (4, Some(Limit::Latency)));
+        // 3% outliers pass everywhere but one undecided level: within the SLO.
+        let three = [
+            slow(1, 8, 0, Pass),
+            slow(2, 32, 1, Pass),
+            slow(4, 40, 3, Undecided),
+            slow(8, 40, 1, Pass),
+        ];
+        let c = settled(&three);
+        assert_eq!(c.knee_concurrency, 8);
+        assert_ne!(c.limit, Some(Limit::LatencyAtEveryLoad));
     }
 
     #[test]

@@ -128,13 +128,19 @@ pub enum Limit {
     ErrorsAtEveryLoad,
     /// Latency broke and the server's metrics do not tell why.
     Latency,
+    /// Requests run over the p95 limit whatever the load: the lowest level
+    /// broke on latency, or, pooled over the levels whose share of slow
+    /// requests does not grow with load, that share is over the p95's 5%
+    /// at the verdict's confidence (outliers at any load). Health, not
+    /// capacity: the knee is 0.
+    LatencyAtEveryLoad,
     /// No level broke: the knee is a lower bound.
     NotReached,
 }
 
 impl Limit {
     /// Every limit, in the order of the docs.
-    pub const ALL: [Limit; 9] = [
+    pub const ALL: [Limit; 10] = [
         Limit::Queue,
         Limit::KvCache,
         Limit::Compute,
@@ -143,6 +149,7 @@ impl Limit {
         Limit::Errors,
         Limit::ErrorsAtEveryLoad,
         Limit::Latency,
+        Limit::LatencyAtEveryLoad,
         Limit::NotReached,
     ];
 
@@ -157,6 +164,7 @@ impl Limit {
             Limit::Errors => "errors",
             Limit::ErrorsAtEveryLoad => "errors_at_every_load",
             Limit::Latency => "latency",
+            Limit::LatencyAtEveryLoad => "latency_at_every_load",
             Limit::NotReached => "not_reached",
         }
     }

@@ -109,12 +109,12 @@ pub(super) async fn run(
             }
         };
         settle = summary.stopped_early.is_some();
-        // A break on errors that rests on the level's pool alone ends the
-        // knee there, not the climb: the levels above measure whether the
-        // errors are still there (after a fall of the error ratio, each
-        // level's pool holds the old one for sweeps).
-        let climb_on =
-            limit::errors_break_rests_on_pool(&summary, &target.slo, target.verdict_confidence);
+        // A break on errors or latency that rests on the level's pool alone
+        // ends the knee there, not the climb: the levels above measure
+        // whether the errors or outliers are there at every load (after a
+        // fall of the error ratio, each level's pool holds the old one for
+        // sweeps).
+        let climb_on = limit::break_rests_on_pool(&summary, &target.slo, target.verdict_confidence);
         ladder.record(concurrency, !summary.stops_knee() || climb_on);
         run.env.observer.level_finished(target, workload, &summary);
         levels.push(summary);

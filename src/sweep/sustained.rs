@@ -371,7 +371,9 @@ async fn walk(
                 }
             }
             StepResult::Pass => search.record(rate, true),
-            StepResult::Break | StepResult::Undecided if confirming => search.refute(rate),
+            StepResult::Break | StepResult::Undecided if confirming => {
+                refuted(search, rate, &mut stopped);
+            }
             StepResult::Break => search.record(rate, false),
             // Over a limit, but not beyond chance: more requests at the
             // rate, judged with these by the confirmation's rule, decide it
@@ -386,6 +388,16 @@ async fn walk(
             }
         }
     }
+}
+
+/// A confirmation at `rate` did not hold: the search goes on below it. A
+/// stop for want of budget to go higher no longer applies: it had left
+/// searches whose start passed its step and failed its confirmation with
+/// no rate at all (`not_measured`, 2 of 16 seeds of the shedding engine),
+/// where a step and a confirmation below still fit.
+fn refuted(search: &mut Search, rate: f64, stopped: &mut Option<String>) {
+    search.refute(rate);
+    *stopped = None;
 }
 
 /// The next step: a rate to explore, or a rate found to confirm; None when
@@ -630,6 +642,36 @@ mod tests {
         // Once 16.66 is confirmed, the step needs only its own room.
         assert_eq!(next(161, Some(16.66)), Some((17.67, false)));
         assert_eq!(next(160, Some(16.66)), None);
+    }
+
+    #[test]
+    fn a_refuted_start_goes_on_below_though_going_higher_did_not_fit() {
+        // The start 16.64 passed its step (40 sent); a step above and its
+        // confirmation do not fit 219 requests, so 16.64 is confirmed.
+        let mut search = Search::new(16.64, 31.0, 17.65, 0.1, true);
+        search.record(16.64, true);
+        let mut stopped = None;
+        let budget = steps(219);
+        assert_eq!(
+            next_step(&search, &budget, (&[], 40), &mut stopped, None),
+            Some((16.64, true))
+        );
+        assert!(stopped.is_some());
+        // Its confirmation (75 sent) did not hold: a step below and its
+        // confirmation, 104 requests, fit the 104 left.
+        refuted(&mut search, 16.64, &mut stopped);
+        let Some((rate, false)) = next_step(&search, &budget, (&[], 115), &mut stopped, None)
+        else {
+            panic!("no step below the refuted start: {stopped:?}");
+        };
+        assert!((rate - 16.64 / 1.1).abs() < 1e-9, "{rate}");
+        // With one request less, nothing is measured, and the reason says so.
+        let mut stopped = None;
+        assert_eq!(
+            next_step(&search, &steps(218), (&[], 115), &mut stopped, None),
+            None
+        );
+        assert!(stopped.unwrap().contains("15.13 req/s"));
     }
 
     #[test]
