@@ -4,7 +4,8 @@
 //! them, without the wait between sweeps), against the built-in `tiny`
 //! engine (sheds above 8 in flight: knee 8) on the default levels, request
 //! counts and SLO (at most 5% errors), with 0% to 15% of requests failing at
-//! random and with rare latency outliers. Per profile: sweeps run, the share
+//! random and with latency outliers (2% and 4%, within a 500 ms p95; 10%,
+//! over it at every load: knee 0, `latency_at_every_load`). Per profile: sweeps run, the share
 //! giving the true knee, the knees seen, the share at knee 0, the longest
 //! run of wrong knees in one loop, and requests sent per sweep (warm-up
 //! included) against the clean profile's.
@@ -38,6 +39,7 @@
 //! cargo bench --bench noisy_knee -- --sweeps 40 --seeds 5 --profile fail-2%
 //! cargo bench --bench noisy_knee -- --first-seed 17 --seeds 64 --profile fail-15%
 //! cargo bench --bench noisy_knee -- --restarts 12 --seeds 4 --profile fail-4%
+//! cargo bench --bench noisy_knee -- --sweeps 30 --first-seed 100 --seeds 4 --profile outliers-10%
 //! cargo bench --bench noisy_knee -- --change 2,10,2 --phase 10 --seeds 6
 //! ```
 //!
