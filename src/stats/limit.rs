@@ -109,7 +109,8 @@ pub fn fails_at_every_load(
 /// ([`verdict::SLOW_SHARE`]) at `confidence`. A level that broke on
 /// latency joins the pool only when its share of slow requests is not
 /// higher than that of the levels below it beyond chance (Fisher's exact
-/// test at [`GROWTH_ALPHA`]): latency that grows with load is capacity
+/// test at [`GROWTH_ALPHA`]) and did not stop early: latency that grows
+/// with load is capacity
 /// (a queue, a slower step), while outliers at any load (10% of requests
 /// held 600 ms past a 500 ms p95 read knee 1 to 4 `compute`) are health.
 pub fn slow_at_every_load(
@@ -136,6 +137,13 @@ pub fn slow_at_every_load(
         };
         let all = window.into_iter().fold(v.counts, |a, (_, c)| a + c);
         if broke_on_latency(l) {
+            // An early stop ends a level where its slow requests cluster,
+            // on too few to show growth: a batch cap of 1 stopped level 4
+            // after 4 slow of 4, beside 0 of 8 at level 1 (p 0.002), and
+            // read as outliers at every load.
+            if l.stopped_early.is_some() {
+                continue;
+            }
             let (_, higher) = binomial::fisher(all.slow, all.timed, pooled.slow, pooled.timed);
             if higher < GROWTH_ALPHA {
                 continue;
@@ -695,6 +703,15 @@ mod tests {
         ];
         let c = settled(&queue);
         assert_eq!((c.knee_concurrency, c.limit), (4, Some(Limit::Latency)));
+        // A level that stopped early, certain of its break, shows too few
+        // requests to test growth: it is capacity, not outliers.
+        let mut stopped = slow(4, 4, 4, Break);
+        stopped.stopped_early = Some(crate::stats::report::EarlyStop {
+            breach: Breach::Latency,
+            saved_requests: 4,
+        });
+        let c = settled(&[slow(1, 8, 0, Pass), stopped]);
+        assert_eq!((c.knee_concurrency, c.limit), (1, Some(Limit::Latency)));
         // 3% outliers pass everywhere but one undecided level: within the SLO.
         let three = [
             slow(1, 8, 0, Pass),
