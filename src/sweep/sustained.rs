@@ -393,7 +393,7 @@ async fn walk(
 /// A confirmation at `rate` did not hold: the search goes on below it. A
 /// stop for want of budget to go higher no longer applies: it had left
 /// searches whose start passed its step and failed its confirmation with
-/// no rate at all (`not_measured`, 2 of 16 seeds of the shedding engine),
+/// no rate at all (`not_measured`, 2 of 24 searches of the shedding engine),
 /// where a step and a confirmation below still fit.
 fn refuted(search: &mut Search, rate: f64, stopped: &mut Option<String>) {
     search.refute(rate);
