@@ -280,6 +280,19 @@ async fn after_a_change(
     after
 }
 
+/// Knee and limit of each of `sweeps` sweeps of one loop on the engine
+/// of `yaml`.
+async fn knees_and_limits(yaml: &str, sweeps: usize) -> Vec<(u32, Option<Limit>)> {
+    let (target, at) = engine(yaml).await;
+    let mut l = Loop::new(&target);
+    let mut seen = Vec::new();
+    for _ in 0..sweeps {
+        let r = l.sweep(&target, &at).await;
+        seen.push((knee(&r), limit(&r)));
+    }
+    seen
+}
+
 fn limit(r: &SweepReport) -> Option<Limit> {
     r.workloads[0].capacity.limit
 }
@@ -326,13 +339,7 @@ async fn an_undecided_level_with_nothing_pooled_does_not_lower_the_knee() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_percent_failures_read_errors_at_every_load() {
     for seed in [2, 4] {
-        let (target, at) = engine(&daemon_config(8, 0.10, seed)).await;
-        let mut l = Loop::new(&target);
-        let mut seen = Vec::new();
-        for _ in 0..8 {
-            let r = l.sweep(&target, &at).await;
-            seen.push((knee(&r), limit(&r)));
-        }
+        let seen = knees_and_limits(&daemon_config(8, 0.10, seed), 8).await;
         for (k, why) in &seen {
             assert!(
                 *k > 0 || *why == Some(Limit::ErrorsAtEveryLoad),
@@ -371,13 +378,7 @@ async fn ten_percent_latency_outliers_read_latency_at_every_load() {
         ..Yaml::default()
     }
     .render();
-    let (target, at) = engine(&yaml).await;
-    let mut l = Loop::new(&target);
-    let mut seen = Vec::new();
-    for _ in 0..6 {
-        let r = l.sweep(&target, &at).await;
-        seen.push((knee(&r), limit(&r)));
-    }
+    let seen = knees_and_limits(&yaml, 6).await;
     for (k, why) in &seen {
         assert!(
             *k > 0 || *why == Some(Limit::LatencyAtEveryLoad),

@@ -128,15 +128,10 @@ pub fn slow_at_every_load(
     }
     let mut pooled = Counts::default();
     for l in levels {
-        let Some(v) = l.verdict.as_ref() else {
+        let (Some(v), Some(by_age)) = (l.verdict.as_ref(), by_recency(l, earlier)) else {
             continue;
         };
-        let window = if v.change_seen {
-            Vec::new()
-        } else {
-            earlier(l.concurrency)
-        };
-        let all = window.into_iter().fold(v.counts, |a, (_, c)| a + c);
+        let all = total(&by_age);
         if broke_on_latency(l) {
             // Outliers are a minority: a level whose own requests were
             // mostly slow moved as a whole, which is load. And an early stop
@@ -223,25 +218,11 @@ fn health_counts(
     earlier: &dyn Fn(u32) -> Vec<(u64, Counts)>,
     slo: &Slo,
 ) -> [Counts; RECENT_SWEEPS + 1] {
-    // A level's counts by the sweeps before this one (this one's at 0).
-    let evidence = |l: &LevelSummary| {
-        let v = l.verdict.as_ref()?;
-        let window = if v.change_seen {
-            Vec::new()
-        } else {
-            earlier(l.concurrency)
-        };
-        let mut by_recency = [Counts::default(); RECENT_SWEEPS + 1];
-        by_recency[0] = v.counts;
-        for (age, c) in window {
-            let i = usize::try_from(age).map_or(RECENT_SWEEPS, |a| (a + 1).min(RECENT_SWEEPS));
-            by_recency[i] = by_recency[i] + c;
-        }
-        Some(by_recency)
-    };
     let mut pooled = [Counts::default(); RECENT_SWEEPS + 1];
     for l in levels {
-        let Some(c) = evidence(l) else { continue };
+        let Some(c) = by_recency(l, earlier) else {
+            continue;
+        };
         if broke_on_errors(l, slo) {
             // A level that saw a change is weighed against the levels
             // below it in this sweep alone: their pools still hold the
@@ -263,6 +244,29 @@ fn health_counts(
         }
     }
     pooled
+}
+
+/// The counts of level `l` by the sweeps before this one, as
+/// [`health_counts`] holds them (this one's at 0; the window of `earlier`
+/// sweeps left out when the level saw a change); None when it has no
+/// verdict.
+fn by_recency(
+    l: &LevelSummary,
+    earlier: &dyn Fn(u32) -> Vec<(u64, Counts)>,
+) -> Option<[Counts; RECENT_SWEEPS + 1]> {
+    let v = l.verdict.as_ref()?;
+    let window = if v.change_seen {
+        Vec::new()
+    } else {
+        earlier(l.concurrency)
+    };
+    let mut by_age = [Counts::default(); RECENT_SWEEPS + 1];
+    by_age[0] = v.counts;
+    for (age, c) in window {
+        let i = usize::try_from(age).map_or(RECENT_SWEEPS, |a| (a + 1).min(RECENT_SWEEPS));
+        by_age[i] = by_age[i] + c;
+    }
+    Some(by_age)
 }
 
 /// Sweeps, this one included, that may make the recent side of a change in
