@@ -110,7 +110,16 @@ async fn mutual_tls_passes_a_server_that_requires_a_client_certificate() {
     // request of the warm-up meets it, a setup error (TLS) that stops the
     // sweep there.
     let r = sweep_one(&config(&url, &ca)).await;
-    assert!(!r.success, "no request could connect");
+    assert!(
+        !r.success,
+        "no request could connect: {:?} {:?}",
+        r.error,
+        r.workloads.first().map(|w| w
+            .levels
+            .iter()
+            .map(|l| (&l.outcomes, &l.error_examples))
+            .collect::<Vec<_>>())
+    );
     let setup = r.setup_error.as_ref().expect("a setup error");
     assert_eq!(setup.cause.as_str(), "tls");
     assert!(
