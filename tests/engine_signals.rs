@@ -24,6 +24,7 @@ defaults:
   requests_per_level: 2x
   min_requests_per_level: 8
   server_metrics_period: 100ms
+  sustained: {{ every: 0 }}
   slo: {{ p95_latency: {slo_ms}ms }}
 workloads:
   w:
