@@ -63,6 +63,7 @@ defaults:
   levels: {LEVELS:?}
   requests_per_level: 2x
   min_requests_per_level: 8
+  sustained: {{ every: 0 }}
   slo: {{ p95_latency: {}ms }}
 workloads:
   w:

@@ -17,6 +17,7 @@ defaults:
   levels: [1, 2, 4, 8]
   requests_per_level: 1x
   min_requests_per_level: 4
+  sustained: { every: 0 }
   slo: { p95_latency: 260ms }
 workloads:
   short:
