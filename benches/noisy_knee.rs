@@ -25,6 +25,8 @@
 //!   evidence (it is pooled per server identity: kind, version and models,
 //!   never the URL). Reported per loop: after each change, the sweep that
 //!   first gives the new truth (knee 0 above the 5% limit, 8 below).
+//!   `--change outliers:0,10,0` changes the share of latency outliers
+//!   (600 ms past a 500 ms p95) instead.
 //!
 //! And `--stall ON_MS/PERIOD_MS` (any mode): the client's runtime held
 //! ON_MS of every PERIOD_MS (`common/stall.rs`), the engine out of its
@@ -41,6 +43,7 @@
 //! cargo bench --bench noisy_knee -- --restarts 12 --seeds 4 --profile fail-4%
 //! cargo bench --bench noisy_knee -- --sweeps 30 --first-seed 100 --seeds 4 --profile outliers-10%
 //! cargo bench --bench noisy_knee -- --change 2,10,2 --phase 10 --seeds 6
+//! cargo bench --bench noisy_knee -- --change outliers:0,10,0 --phase 10 --seeds 6
 //! ```
 //!
 //! A benchmark, not a test: it prints a table and asserts nothing.
@@ -102,6 +105,17 @@ fn fail(percent: f64) -> Profile {
             String::new()
         },
         slo: None,
+        truth: truth_at(percent),
+    }
+}
+
+/// `tiny` holding `percent` of its requests 600 ms past a 500 ms p95 at
+/// any load: knee 8 under the p95's 5%, 0 (`latency_at_every_load`) over.
+fn outliers_at(percent: f64) -> Profile {
+    Profile {
+        name: "",
+        faults: format!(", slow_ratio: {}, slow_delay: 600ms", percent / 100.0),
+        slo: Some("{ p95_latency: 500ms }"),
         truth: truth_at(percent),
     }
 }
@@ -388,7 +402,7 @@ fn debug_line(seed: u64, report: &SweepReport) {
         .iter()
         .map(|l| match &l.verdict {
             Some(v) => format!(
-                "{}:{:?}{} {}/{} pooled {}{}",
+                "{}:{:?}{} {}/{} slow {}/{} pooled {}{}",
                 l.concurrency,
                 v.decision,
                 if v.decision == v.counted_as {
@@ -398,6 +412,8 @@ fn debug_line(seed: u64, report: &SweepReport) {
                 },
                 v.counts.failed + v.counts.shed,
                 v.counts.ended,
+                v.counts.slow,
+                v.counts.timed,
                 v.pooled_sweeps,
                 if v.change_seen { " change" } else { "" }
             ),
@@ -410,9 +426,14 @@ fn debug_line(seed: u64, report: &SweepReport) {
         .map(|l| format!("{}{}", l.concurrency, if l.within_slo { "" } else { "x" }))
         .collect();
     eprintln!(
-        "seed {seed} {:?} knee {} {} | {} | carried [{}]",
+        "seed {seed} {:?} knee {}{} {} | {} | carried [{}]",
         report.kind,
         w.capacity.knee_concurrency,
+        if w.capacity.knee_undecided {
+            " (undecided)"
+        } else {
+            ""
+        },
         w.capacity.limit.map_or("-", |l| l.as_str()),
         levels.join(" | "),
         carried.join(" ")
@@ -598,7 +619,12 @@ fn restart_mode(rt: &tokio::runtime::Runtime, only: Option<&str>, first: u64, se
 /// One loop through live changes of the error rate: per change, the first
 /// sweep after it (1 = the first) that gives the new truth, or None, and
 /// the loop's knees per phase.
-async fn run_change(rates: &[f64], phase: usize, seed: u64) -> (Vec<Option<usize>>, Vec<Vec<u32>>) {
+async fn run_change(
+    rates: &[f64],
+    profile: fn(f64) -> Profile,
+    phase: usize,
+    seed: u64,
+) -> (Vec<Option<usize>>, Vec<Vec<u32>>) {
     let sent = Arc::new(AtomicU64::new(0));
     let mut memory: Option<Memory> = None;
     let mut env: Option<SweepEnv> = None;
@@ -606,7 +632,7 @@ async fn run_change(rates: &[f64], phase: usize, seed: u64) -> (Vec<Option<usize
     for (i, rate) in rates.iter().enumerate() {
         // A live change: another engine (faults are fixed at its start)
         // under the same loop, client and memory.
-        let e = engine(&fail(*rate), "change", seed + 1000 * i as u64).await;
+        let e = engine(&profile(*rate), "change", seed + 1000 * i as u64).await;
         let memory = memory.get_or_insert_with(|| Memory::new(&e.target));
         let env = env.get_or_insert_with(|| sweep_env(&e.cfg, &sent));
         let mut k = vec![];
@@ -627,6 +653,14 @@ async fn run_change(rates: &[f64], phase: usize, seed: u64) -> (Vec<Option<usize
 
 fn change_mode(rt: &tokio::runtime::Runtime, spec: &str, first: u64, seeds: u64) {
     let phase: usize = args::parsed("--phase", 10).max(1);
+    let (profile, what, spec): (fn(f64) -> Profile, _, _) = match spec.strip_prefix("outliers:") {
+        Some(rest) => (
+            outliers_at,
+            "latency outliers (600 ms past a 500 ms p95)",
+            rest,
+        ),
+        None => (fail, "errors", spec),
+    };
     let rates: Vec<f64> = spec
         .trim_start_matches("change-")
         .split([',', '-'])
@@ -638,16 +672,17 @@ fn change_mode(rt: &tokio::runtime::Runtime, spec: &str, first: u64, seeds: u64)
         .collect();
     let names: Vec<String> = rates.iter().map(|r| format!("{r}%")).collect();
     println!(
-        "noisy knee, live changes: tiny engine (knee 8), daemon defaults (at most 5% errors); \
-         errors {} , {phase} sweeps each; {seeds} loops (seeds from {first}); per change, the \
-         sweep that first shows the new knee (1 = the first after the change)\n",
+        "noisy knee, live changes: tiny engine (knee 8), daemon defaults (at most 5% errors, \
+         5% of requests over the p95); {what} {} , {phase} sweeps each; {seeds} loops (seeds \
+         from {first}); per change, the sweep that first shows the new knee (1 = the first \
+         after the change)\n",
         names.join(" -> ")
     );
     let changes = rates.len().saturating_sub(1);
     let mut all: Vec<Vec<Option<usize>>> = vec![vec![]; changes];
     for seed in first..first + seeds {
         let start = Instant::now();
-        let (shown, phases) = rt.block_on(run_change(&rates, phase, seed));
+        let (shown, phases) = rt.block_on(run_change(&rates, profile, phase, seed));
         let cells: Vec<String> = shown
             .iter()
             .enumerate()

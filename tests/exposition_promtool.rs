@@ -142,7 +142,7 @@ fn report(target: &str, model: &str, success: bool) -> SweepReport {
                 knee_measured_at_unix_seconds: None,
                 sustained: Some(support::reports::sustained()),
                 knee_undecided: false,
-                errors_changed_sweeps: None,
+                health_changed_sweeps: None,
             },
         })
         .collect();

@@ -176,13 +176,14 @@ impl Evidence {
         self.sweeps += 1;
         let now = self.sweeps;
         for w in &report.workloads {
-            // The workload's error ratio changed: every level keeps only the
-            // sweeps since (this one and `k - 1` before it), so that the next
-            // sweep's verdicts read the server as it is now. The workload's
-            // errors show a change sweeps before one level's few requests
-            // can (a pool of 8 sweeps at 15% held knee 0 for 5 sweeps after
-            // the server went back to 2%).
-            if let Some(k) = w.capacity.errors_changed_sweeps {
+            // The workload's error ratio (or share of slow requests)
+            // changed: every level keeps only the sweeps since (this one and
+            // `k - 1` before it), so that the next sweep's verdicts read the
+            // server as it is now. The workload's errors show a change
+            // sweeps before one level's few requests can (a pool of 8 sweeps
+            // at 15% held knee 0 for 5 sweeps after the server went back to
+            // 2%).
+            if let Some(k) = w.capacity.health_changed_sweeps {
                 for ((workload, _), level) in &mut self.levels {
                     if *workload == w.workload {
                         level.sweeps.retain(|(n, _)| n + u64::from(k) > now);
@@ -327,7 +328,7 @@ mod tests {
         e.record(&report("vllm", &[(1, 0, false), (8, 0, false)]));
         assert_eq!(e.prior(&setup("vllm"), "chat", 8).window.len(), 7);
         let mut changed = report("vllm", &[(1, 0, false)]);
-        changed.workloads[0].capacity.errors_changed_sweeps = Some(2);
+        changed.workloads[0].capacity.health_changed_sweeps = Some(2);
         e.record(&changed);
         let one = e.prior(&setup("vllm"), "chat", 1);
         assert_eq!((one.window.len(), one.ages), (2, vec![1, 0]));

@@ -67,7 +67,7 @@ pub fn capacity(
         not_measured_client: None,
         knee_carried_over: false,
         knee_measured_at_unix_seconds: knee_level.map(|l| l.measured_at_unix_seconds),
-        errors_changed_sweeps: None,
+        health_changed_sweeps: None,
     }
 }
 

@@ -32,8 +32,8 @@ pub const QUEUED: f64 = 0.5;
 /// whatever the load ([`fails_at_every_load`]) the knee is 0 and the limit
 /// [`Limit::ErrorsAtEveryLoad`]: a server that fails 10% of requests at
 /// level 1 as at level 16 has a health problem, not a capacity of 1. Also
-/// records in `capacity` how many sweeps ago the workload's error ratio
-/// changed, when it did ([`errors_changed`]).
+/// records in `capacity` how many sweeps ago the workload's error ratio or
+/// share of slow requests changed, when one did ([`health_changed`]).
 pub fn settle(
     capacity: &mut Capacity,
     levels: &[LevelSummary],
@@ -42,7 +42,7 @@ pub fn settle(
     slo: &Slo,
     confidence: f64,
 ) {
-    capacity.errors_changed_sweeps = errors_changed(levels, earlier, slo);
+    capacity.health_changed_sweeps = health_changed(levels, earlier, slo);
     let knee = capacity.knee_concurrency;
     let health = if fails_at_every_load(levels, earlier, knee, slo, confidence) {
         Some(Limit::ErrorsAtEveryLoad)
@@ -97,23 +97,20 @@ pub fn fails_at_every_load(
     if knee == 0 && levels.first().is_some_and(|l| broke_on_errors(l, slo)) {
         return true;
     }
-    let pooled = health_counts(levels, earlier, slo);
-    let e = since_change(&pooled).map_or_else(|| total(&pooled), |(_, recent)| recent);
+    let pooled = error_counts(levels, earlier, slo);
+    let e =
+        since_change(&pooled, Share::Errors).map_or_else(|| total(&pooled), |(_, recent)| recent);
     e.ended > 0 && binomial::over_limit(e.failed, e.ended, slo.max_error_ratio, alpha)
 }
 
 /// Whether requests run over the p95 latency limit whatever the load, as
 /// [`fails_at_every_load`] judges errors: the lowest level broke on
 /// latency (so the knee is 0), or the slow requests of the levels, pooled
-/// with what `earlier` sweeps saw at each, are over the p95's share
-/// ([`verdict::SLOW_SHARE`]) at `confidence`. A level that broke on
-/// latency joins the pool only when its share of slow requests is not
-/// higher than that of the levels below it beyond chance (Fisher's exact
-/// test at [`GROWTH_ALPHA`]), fewer than half of this sweep's requests
-/// there were slow, and it did not stop early: latency that grows with
-/// load is capacity
-/// (a queue, a slower step), while outliers at any load (10% of requests
-/// held 600 ms past a 500 ms p95 read knee 1 to 4 `compute`) are health.
+/// with what `earlier` sweeps saw at each ([`slow_counts`]; from the most
+/// likely change of the workload's share of slow requests on when there
+/// is one), are over the p95's share ([`verdict::SLOW_SHARE`]) at
+/// `confidence`. Outliers at any load (10% of requests held 600 ms past a
+/// 500 ms p95 read knee 1 to 4 `compute`) are health.
 pub fn slow_at_every_load(
     levels: &[LevelSummary],
     earlier: &dyn Fn(u32) -> Vec<(u64, Counts)>,
@@ -121,18 +118,33 @@ pub fn slow_at_every_load(
     slo: &Slo,
     confidence: f64,
 ) -> bool {
-    let broke_on_latency =
-        |l: &LevelSummary| !l.within_slo && !l.undecided() && broke_on(l, slo) == Breach::Latency;
-    if knee == 0 && levels.first().is_some_and(broke_on_latency) {
+    if knee == 0 && levels.first().is_some_and(|l| broke_on_latency(l, slo)) {
         return true;
     }
-    let mut pooled = Counts::default();
+    let pooled = slow_counts(levels, earlier, slo);
+    let e = since_change(&pooled, Share::Slow).map_or_else(|| total(&pooled), |(_, recent)| recent);
+    e.timed > 0 && binomial::over_limit(e.slow, e.timed, verdict::SLOW_SHARE, 1.0 - confidence)
+}
+
+/// The latency counts [`slow_at_every_load`] judges, by recency as
+/// [`error_counts`] holds errors. A level that broke on latency joins the
+/// pool only when its share of slow requests is not higher than that of
+/// the levels below it beyond chance (Fisher's exact test at
+/// [`GROWTH_ALPHA`]; against this sweep's alone when the level saw a
+/// change), fewer than half of this sweep's requests there were slow, and
+/// it did not stop early: latency that grows with load is capacity (a
+/// queue, a slower step).
+fn slow_counts(
+    levels: &[LevelSummary],
+    earlier: &dyn Fn(u32) -> Vec<(u64, Counts)>,
+    slo: &Slo,
+) -> [Counts; RECENT_SWEEPS + 1] {
+    let mut pooled = [Counts::default(); RECENT_SWEEPS + 1];
     for l in levels {
-        let (Some(v), Some(by_age)) = (l.verdict.as_ref(), by_recency(l, earlier)) else {
+        let (Some(v), Some(c)) = (l.verdict.as_ref(), by_recency(l, earlier)) else {
             continue;
         };
-        let all = total(&by_age);
-        if broke_on_latency(l) {
+        if broke_on_latency(l, slo) {
             // Outliers are a minority: a level whose own requests were
             // mostly slow moved as a whole, which is load. And an early stop
             // ends a level where its slow requests cluster, on too few for
@@ -143,32 +155,41 @@ pub fn slow_at_every_load(
             if l.stopped_early.is_some() || 2 * v.counts.slow >= v.counts.timed {
                 continue;
             }
-            let (_, higher) = binomial::fisher(all.slow, all.timed, pooled.slow, pooled.timed);
+            let (all, so_far) = if v.change_seen {
+                (c[0], pooled[0])
+            } else {
+                (total(&c), total(&pooled))
+            };
+            let (_, higher) = binomial::fisher(all.slow, all.timed, so_far.slow, so_far.timed);
             if higher < GROWTH_ALPHA {
                 continue;
             }
         }
-        pooled = pooled + all;
+        for (p, c) in pooled.iter_mut().zip(c) {
+            *p = *p + c;
+        }
     }
-    pooled.timed > 0
-        && binomial::over_limit(
-            pooled.slow,
-            pooled.timed,
-            verdict::SLOW_SHARE,
-            1.0 - confidence,
-        )
+    pooled
 }
 
 /// Sweeps, this one included, since the most likely change of the error
-/// ratio of the workload whose `levels` this sweep measured (pooled with
-/// what `earlier` sweeps saw at each, as [`fails_at_every_load`] pools
-/// them); None when there was none beyond chance ([`since_change`]).
-pub fn errors_changed(
+/// ratio, or of the share of slow requests, of the workload whose `levels`
+/// this sweep measured (pooled with what `earlier` sweeps saw at each, as
+/// [`fails_at_every_load`] and [`slow_at_every_load`] pool them); the more
+/// recent of the two, None when neither changed beyond chance
+/// ([`since_change`]).
+pub fn health_changed(
     levels: &[LevelSummary],
     earlier: &dyn Fn(u32) -> Vec<(u64, Counts)>,
     slo: &Slo,
 ) -> Option<u32> {
-    since_change(&health_counts(levels, earlier, slo)).map(|(split, _)| split as u32)
+    let errors = since_change(&error_counts(levels, earlier, slo), Share::Errors);
+    let slow = since_change(&slow_counts(levels, earlier, slo), Share::Slow);
+    errors
+        .into_iter()
+        .chain(slow)
+        .map(|(split, _)| split as u32)
+        .min()
 }
 
 /// Whether `l` broke on errors or on latency on its pool alone (or,
@@ -177,7 +198,7 @@ pub fn errors_changed(
 /// at `confidence` (a break by an early stop is never one: it needs this
 /// sweep's own evidence). The climb goes on past such a level
 /// (`sweep::climb`), so that the workload's errors, pooled over every
-/// level, show a change of the error ratio ([`errors_changed`]) that each
+/// level, show a change of the error ratio ([`health_changed`]) that each
 /// level's pool hides for as long as it holds the old ratio (a sweep at
 /// knee 0 measured level 1 alone, 8 requests, and a fall from 15% to 2%
 /// showed after 3 to 9 sweeps), and so that outliers at any load are
@@ -205,6 +226,11 @@ fn broke_on_errors(l: &LevelSummary, slo: &Slo) -> bool {
     !l.within_slo && !l.undecided() && broke_on(l, slo) == Breach::Errors
 }
 
+/// Whether `l` broke, decided, on latency.
+fn broke_on_latency(l: &LevelSummary, slo: &Slo) -> bool {
+    !l.within_slo && !l.undecided() && broke_on(l, slo) == Breach::Latency
+}
+
 /// The sum of `counts`.
 fn total(counts: &[Counts]) -> Counts {
     counts.iter().fold(Counts::default(), |a, c| a + *c)
@@ -213,7 +239,7 @@ fn total(counts: &[Counts]) -> Counts {
 /// The error counts [`fails_at_every_load`] judges, by recency: index `i`
 /// holds the sweep `i` sweeps before this one (0: this one; the last
 /// entry, all older ones).
-fn health_counts(
+fn error_counts(
     levels: &[LevelSummary],
     earlier: &dyn Fn(u32) -> Vec<(u64, Counts)>,
     slo: &Slo,
@@ -247,7 +273,7 @@ fn health_counts(
 }
 
 /// The counts of level `l` by the sweeps before this one, as
-/// [`health_counts`] holds them (this one's at 0; the window of `earlier`
+/// [`error_counts`] and [`slow_counts`] hold them (this one's at 0; the window of `earlier`
 /// sweeps left out when the level saw a change); None when it has no
 /// verdict.
 fn by_recency(
@@ -270,11 +296,12 @@ fn by_recency(
 }
 
 /// Sweeps, this one included, that may make the recent side of a change in
-/// the error ratio of a whole workload ([`since_change`]).
+/// the error ratio, or the share of slow requests, of a whole workload
+/// ([`since_change`]).
 pub const RECENT_SWEEPS: usize = 3;
 
-/// Significance at which a workload's recent error ratio is taken to
-/// differ from its older one (Fisher's exact test, each side, each split):
+/// Significance at which a workload's recent error ratio (or share of slow
+/// requests) is taken to differ from its older one (Fisher's exact test, each side, each split):
 /// a change of 2% to 10% over 80 requests a sweep shows within 2 sweeps
 /// (16 of 160 beside 11 of 560: p 2.4e-5), while of 3,000 simulated
 /// sweeps of a server steady at 4% (80 requests each, 8 before them) 2
@@ -282,15 +309,35 @@ pub const RECENT_SWEEPS: usize = 3;
 /// (`benches/sim/errors_change.py`).
 pub const ERRORS_CHANGE_ALPHA: f64 = 0.001;
 
-/// The sweeps since the most likely change of the error ratio (of answered
-/// requests), and their errors, when there is one: `by_recency[i]` holds
+/// A share whose change [`since_change`] looks for.
+#[derive(Debug, Clone, Copy)]
+enum Share {
+    /// Errors, over answered requests: sheds in the denominator would make
+    /// the ratio move with how many requests the top level shed.
+    Errors,
+    /// Requests over the p95 limit, over those timed.
+    Slow,
+}
+
+impl Share {
+    /// Its count and denominator in `c`.
+    fn of(self, c: &Counts) -> (u64, u64) {
+        match self {
+            Share::Errors => (c.failed, c.ended.saturating_sub(c.shed)),
+            Share::Slow => (c.slow, c.timed),
+        }
+    }
+}
+
+/// The sweeps since the most likely change of `share`, and their counts,
+/// when there is one: `by_recency[i]` holds
 /// the counts of the sweep `i` sweeps before this one (0: this one; the
 /// last entry, all older ones). Of the splits
 /// into this sweep and up to [`RECENT_SWEEPS`] - 1 before it, against the
 /// rest, the one whose Fisher test gives the lowest p-value, when that is
 /// under [`ERRORS_CHANGE_ALPHA`]. A pool of 8 sweeps otherwise holds the old
 /// ratio for sweeps after the server changed, both ways.
-fn since_change(by_recency: &[Counts]) -> Option<(usize, Counts)> {
+fn since_change(by_recency: &[Counts], share: Share) -> Option<(usize, Counts)> {
     let mut best: Option<(f64, (usize, Counts))> = None;
     for split in 1..by_recency.len() {
         let recent = by_recency[..split]
@@ -299,15 +346,8 @@ fn since_change(by_recency: &[Counts]) -> Option<(usize, Counts)> {
         let older = by_recency[split..]
             .iter()
             .fold(Counts::default(), |a, c| a + *c);
-        // Over answered requests: sheds in the denominator would make the
-        // ratio move with how many requests the top level shed.
-        let answered = |c: &Counts| c.ended.saturating_sub(c.shed);
-        let (lower, higher) = binomial::fisher(
-            recent.failed,
-            answered(&recent),
-            older.failed,
-            answered(&older),
-        );
+        let ((kr, nr), (ko, no)) = (share.of(&recent), share.of(&older));
+        let (lower, higher) = binomial::fisher(kr, nr, ko, no);
         let p = lower.min(higher);
         if p < ERRORS_CHANGE_ALPHA && best.map_or(true, |(b, _)| p < b) {
             best = Some((p, (split, recent)));
@@ -563,13 +603,19 @@ mod tests {
         // Two sweeps at 10% after six at 2%: this one and the last split
         // from the rest.
         let by_recency = [errors(80, 8), errors(80, 8), errors(80, 2), errors(480, 9)];
-        assert_eq!(since_change(&by_recency), Some((2, errors(160, 16))));
+        assert_eq!(
+            since_change(&by_recency, Share::Errors),
+            Some((2, errors(160, 16)))
+        );
         // Steady at 4%: no split.
         let steady = [errors(80, 4), errors(80, 3), errors(80, 4), errors(480, 19)];
-        assert_eq!(since_change(&steady), None);
+        assert_eq!(since_change(&steady, Share::Errors), None);
         // Back from 10% to 2%: the recent side is the lower one.
         let back = [errors(80, 1), errors(80, 2), errors(80, 1), errors(480, 50)];
-        assert_eq!(since_change(&back), Some((3, errors(240, 4))));
+        assert_eq!(
+            since_change(&back, Share::Errors),
+            Some((3, errors(240, 4)))
+        );
     }
 
     #[test]
@@ -598,7 +644,7 @@ mod tests {
         };
         assert!(fails_at_every_load(&levels, &window, 8, &slo(), 0.95));
         // The change began a sweep ago: the loop's evidence keeps the two.
-        assert_eq!(errors_changed(&levels, &window, &slo()), Some(2));
+        assert_eq!(health_changed(&levels, &window, &slo()), Some(2));
         // Pooled as one, the same counts are within the limit: 29 of 720.
         let all = levels
             .iter()
@@ -636,7 +682,7 @@ mod tests {
             };
             (0..7).rev().map(|age| (age, errors(n, 0))).collect()
         };
-        assert_eq!(errors_changed(&levels, &window, &slo()), Some(1));
+        assert_eq!(health_changed(&levels, &window, &slo()), Some(1));
         assert!(fails_at_every_load(&levels, &window, 4, &slo(), 0.95));
     }
 
@@ -734,6 +780,51 @@ mod tests {
         let c = settled(&three);
         assert_eq!(c.knee_concurrency, 8);
         assert_ne!(c.limit, Some(Limit::LatencyAtEveryLoad));
+    }
+
+    /// Counts of `timed` requests, `slow` of them over the p95 limit.
+    fn slow_of(timed: u64, slow: u64) -> Counts {
+        Counts {
+            slow,
+            ..errors(timed, 0)
+        }
+    }
+
+    #[test]
+    fn a_change_of_the_share_of_slow_requests_is_read_from_the_sweeps_since_it() {
+        use Decision::Pass;
+        // Levels 1 and 8 of warm starts: 0 slow of 32 a sweep for seven
+        // sweeps, then 10% in the last sweep and this one, where each
+        // level still passes on its pool (and pooled as one, 7 of 320 is
+        // within the p95's 5%).
+        let levels = [slow(1, 8, 1, Pass), slow(8, 24, 3, Pass)];
+        let rose = |c: u32| -> Vec<(u64, Counts)> {
+            let n = if c == 1 { 8 } else { 24 };
+            let mut w: Vec<(u64, Counts)> = (1..8).rev().map(|a| (a, slow_of(n, 0))).collect();
+            w.push((0, slow_of(n, if c == 1 { 1 } else { 2 })));
+            w
+        };
+        assert_eq!(health_changed(&levels, &rose, &slo()), Some(2));
+        assert!(slow_at_every_load(&levels, &rose, 8, &slo(), 0.95));
+        // Back to none after eight sweeps at 12.5%, on a sweep whose levels,
+        // undecided on pools their own requests no longer bear out, sent
+        // more: the recent side is this sweep's, within the limit, though
+        // the pool of eight is not.
+        let levels = [slow(1, 32, 0, Pass), slow(8, 96, 0, Pass)];
+        let fell = |c: u32| -> Vec<(u64, Counts)> {
+            let (n, k) = if c == 1 { (8, 1) } else { (24, 3) };
+            (0..8).rev().map(|a| (a, slow_of(n, k))).collect()
+        };
+        assert_eq!(health_changed(&levels, &fell, &slo()), Some(1));
+        assert!(!slow_at_every_load(&levels, &fell, 8, &slo(), 0.95));
+        let pooled = slow_counts(&levels, &fell, &slo());
+        let all = total(&pooled);
+        assert!(binomial::over_limit(
+            all.slow,
+            all.timed,
+            verdict::SLOW_SHARE,
+            0.05
+        ));
     }
 
     #[test]

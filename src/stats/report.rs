@@ -407,13 +407,13 @@ pub struct Capacity {
     /// skipped it, and could be lower than it says.
     #[serde(default)]
     pub knee_undecided: bool,
-    /// Sweeps, this one included, since the workload's error ratio changed
-    /// beyond chance (`stats::limit::errors_changed`); None when it did
-    /// not. The loop's evidence keeps only those sweeps at every level.
-    /// Not in documents: it steers the next sweep, and says nothing the
-    /// knee and limit do not.
+    /// Sweeps, this one included, since the workload's error ratio or share
+    /// of slow requests changed beyond chance
+    /// (`stats::limit::health_changed`); None when neither did. The loop's
+    /// evidence keeps only those sweeps at every level. Not in documents:
+    /// it steers the next sweep, and says nothing the knee and limit do not.
     #[serde(skip)]
-    pub errors_changed_sweeps: Option<u32>,
+    pub health_changed_sweeps: Option<u32>,
 }
 
 /// Which request field carried the output limit, and how it was chosen.
