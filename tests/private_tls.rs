@@ -108,7 +108,10 @@ async fn mutual_tls_passes_a_server_that_requires_a_client_certificate() {
     // refusal arrives as an alert on the first request; it is still a
     // connection that could not be set up: a connect error, and as every
     // request of the warm-up meets it, a setup error (TLS) that stops the
-    // sweep there.
+    // sweep there. Under load a request may be queued on the connection
+    // the server is closing and never sent ("connection was not ready"):
+    // it counts neither way (4 of 40 runs beside two CPU burners read no
+    // setup error before that rule).
     let r = sweep_one(&config(&url, &ca)).await;
     assert!(
         !r.success,
