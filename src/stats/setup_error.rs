@@ -105,7 +105,7 @@ const DNS_FAILED: [&str; 5] = [
 /// the handshake is over, and a request queued on that connection meets
 /// this instead of the alert: the mutual-TLS test of tests/private_tls.rs
 /// read no setup error in 4 of 40 runs beside two CPU-burning processes
-/// (its other requests all named `CertificateRequired`), 0 of 80 since.
+/// (its other requests all named `CertificateRequired`), 0 of 60 since.
 const NEVER_SENT: &str = "connection was not ready";
 
 /// The setup mistake one request shows, if any.
