@@ -42,11 +42,13 @@ pub fn settle(
     slo: &Slo,
     confidence: f64,
 ) {
-    capacity.health_changed_sweeps = health_changed(levels, earlier, slo);
+    let errors = HealthPool::of(levels, earlier, slo, Share::Errors);
+    let slow = HealthPool::of(levels, earlier, slo, Share::Slow);
+    capacity.health_changed_sweeps = more_recent_change(&errors, &slow);
     let knee = capacity.knee_concurrency;
-    let health = if fails_at_every_load(levels, earlier, knee, slo, confidence) {
+    let health = if errors.at_every_load(levels, knee, slo, confidence) {
         Some(Limit::ErrorsAtEveryLoad)
-    } else if slow_at_every_load(levels, earlier, knee, slo, confidence) {
+    } else if slow.at_every_load(levels, knee, slo, confidence) {
         Some(Limit::LatencyAtEveryLoad)
     } else {
         None
@@ -93,24 +95,16 @@ pub fn fails_at_every_load(
     slo: &Slo,
     confidence: f64,
 ) -> bool {
-    let alpha = 1.0 - confidence;
-    if knee == 0 && levels.first().is_some_and(|l| broke_on_errors(l, slo)) {
-        return true;
-    }
-    let pooled = error_counts(levels, earlier, slo);
-    let e =
-        since_change(&pooled, Share::Errors).map_or_else(|| total(&pooled), |(_, recent)| recent);
-    e.ended > 0 && binomial::over_limit(e.failed, e.ended, slo.max_error_ratio, alpha)
+    HealthPool::of(levels, earlier, slo, Share::Errors).at_every_load(levels, knee, slo, confidence)
 }
 
 /// Whether requests run over the p95 latency limit whatever the load, as
-/// [`fails_at_every_load`] judges errors: the lowest level broke on
-/// latency (so the knee is 0), or the slow requests of the levels, pooled
-/// with what `earlier` sweeps saw at each ([`slow_counts`]; from the most
-/// likely change of the workload's share of slow requests on when there
-/// is one), are over the p95's share ([`verdict::SLOW_SHARE`]) at
-/// `confidence`. Outliers at any load (10% of requests held 600 ms past a
-/// 500 ms p95 read knee 1 to 4 `compute`) are health.
+/// [`fails_at_every_load`] judges errors, on the share of slow requests
+/// (over the p95's share, [`verdict::SLOW_SHARE`]). A level that broke on
+/// latency also stays out of the pool when half or more of this sweep's
+/// requests there were slow, or it stopped early
+/// ([`Share::moved_with_load`]). Outliers at any load (10% of requests
+/// held 600 ms past a 500 ms p95 read knee 1 to 4 `compute`) are health.
 pub fn slow_at_every_load(
     levels: &[LevelSummary],
     earlier: &dyn Fn(u32) -> Vec<(u64, Counts)>,
@@ -118,58 +112,7 @@ pub fn slow_at_every_load(
     slo: &Slo,
     confidence: f64,
 ) -> bool {
-    if knee == 0 && levels.first().is_some_and(|l| broke_on_latency(l, slo)) {
-        return true;
-    }
-    let pooled = slow_counts(levels, earlier, slo);
-    let e = since_change(&pooled, Share::Slow).map_or_else(|| total(&pooled), |(_, recent)| recent);
-    e.timed > 0 && binomial::over_limit(e.slow, e.timed, verdict::SLOW_SHARE, 1.0 - confidence)
-}
-
-/// The latency counts [`slow_at_every_load`] judges, by recency as
-/// [`error_counts`] holds errors. A level that broke on latency joins the
-/// pool only when its share of slow requests is not higher than that of
-/// the levels below it beyond chance (Fisher's exact test at
-/// [`GROWTH_ALPHA`]; against this sweep's alone when the level saw a
-/// change), fewer than half of this sweep's requests there were slow, and
-/// it did not stop early: latency that grows with load is capacity (a
-/// queue, a slower step).
-fn slow_counts(
-    levels: &[LevelSummary],
-    earlier: &dyn Fn(u32) -> Vec<(u64, Counts)>,
-    slo: &Slo,
-) -> [Counts; RECENT_SWEEPS + 1] {
-    let mut pooled = [Counts::default(); RECENT_SWEEPS + 1];
-    for l in levels {
-        let (Some(v), Some(c)) = (l.verdict.as_ref(), by_recency(l, earlier)) else {
-            continue;
-        };
-        if broke_on_latency(l, slo) {
-            // Outliers are a minority: a level whose own requests were
-            // mostly slow moved as a whole, which is load. And an early stop
-            // ends a level where its slow requests cluster, on too few for
-            // the growth test: a KV cache of two sequences stopped level 8
-            // after 6 slow of 14, beside 0 of 8 at level 1 (p 0.04), and a
-            // batch cap of 1 level 4 after 4 of 4 (p 0.002); both read as
-            // outliers at every load.
-            if l.stopped_early.is_some() || 2 * v.counts.slow >= v.counts.timed {
-                continue;
-            }
-            let (all, so_far) = if v.change_seen {
-                (c[0], pooled[0])
-            } else {
-                (total(&c), total(&pooled))
-            };
-            let (_, higher) = binomial::fisher(all.slow, all.timed, so_far.slow, so_far.timed);
-            if higher < GROWTH_ALPHA {
-                continue;
-            }
-        }
-        for (p, c) in pooled.iter_mut().zip(c) {
-            *p = *p + c;
-        }
-    }
-    pooled
+    HealthPool::of(levels, earlier, slo, Share::Slow).at_every_load(levels, knee, slo, confidence)
 }
 
 /// Sweeps, this one included, since the most likely change of the error
@@ -183,13 +126,95 @@ pub fn health_changed(
     earlier: &dyn Fn(u32) -> Vec<(u64, Counts)>,
     slo: &Slo,
 ) -> Option<u32> {
-    let errors = since_change(&error_counts(levels, earlier, slo), Share::Errors);
-    let slow = since_change(&slow_counts(levels, earlier, slo), Share::Slow);
-    errors
+    more_recent_change(
+        &HealthPool::of(levels, earlier, slo, Share::Errors),
+        &HealthPool::of(levels, earlier, slo, Share::Slow),
+    )
+}
+
+/// The sweeps since the more recent of the two pools' changes.
+fn more_recent_change(errors: &HealthPool, slow: &HealthPool) -> Option<u32> {
+    [errors.change, slow.change]
         .into_iter()
-        .chain(slow)
+        .flatten()
         .map(|(split, _)| split as u32)
         .min()
+}
+
+/// One share's counts as the health tests judge them: the levels' counts by
+/// recency (index `i` holds the sweep `i` sweeps before this one, 0 this
+/// one, the last entry all older ones), and the most likely change in it.
+struct HealthPool {
+    share: Share,
+    by_recency: [Counts; RECENT_SWEEPS + 1],
+    change: Option<(usize, Counts)>,
+}
+
+impl HealthPool {
+    /// Pools the levels of this sweep with what `earlier` sweeps saw at each.
+    /// A level that broke on the share joins the pool only when its share is
+    /// not higher than that of the levels below it beyond chance (Fisher's
+    /// exact test at [`GROWTH_ALPHA`]), and [`Share::moved_with_load`] does
+    /// not leave it out. A level that saw a change is weighed against the
+    /// levels below it in this sweep alone: their pools still hold the ratio
+    /// from before a rise, which made the rise read as errors that grow with
+    /// load (knee 1 to 4, limit `errors`).
+    fn of(
+        levels: &[LevelSummary],
+        earlier: &dyn Fn(u32) -> Vec<(u64, Counts)>,
+        slo: &Slo,
+        share: Share,
+    ) -> Self {
+        let mut pooled = [Counts::default(); RECENT_SWEEPS + 1];
+        for l in levels {
+            let (Some(v), Some(c)) = (l.verdict.as_ref(), by_recency(l, earlier)) else {
+                continue;
+            };
+            if share.broke(l, slo) {
+                if share.moved_with_load(l, &v.counts) {
+                    continue;
+                }
+                let (all, so_far) = if v.change_seen {
+                    (c[0], pooled[0])
+                } else {
+                    (total(&c), total(&pooled))
+                };
+                let ((k, n), (ks, ns)) = (share.of(&all), share.of(&so_far));
+                let (_, higher) = binomial::fisher(k, n, ks, ns);
+                if higher < GROWTH_ALPHA {
+                    continue;
+                }
+            }
+            for (p, c) in pooled.iter_mut().zip(c) {
+                *p = *p + c;
+            }
+        }
+        HealthPool {
+            share,
+            by_recency: pooled,
+            change: since_change(&pooled, share),
+        }
+    }
+
+    /// Whether the share is over its limit whatever the load: the lowest
+    /// level broke on it (so the knee is 0), or the pool, from its change on
+    /// when there is one, is over the limit at `confidence`.
+    fn at_every_load(
+        &self,
+        levels: &[LevelSummary],
+        knee: u32,
+        slo: &Slo,
+        confidence: f64,
+    ) -> bool {
+        if knee == 0 && levels.first().is_some_and(|l| self.share.broke(l, slo)) {
+            return true;
+        }
+        let judged = self
+            .change
+            .map_or_else(|| total(&self.by_recency), |(_, recent)| recent);
+        let (k, n) = self.share.of(&judged);
+        n > 0 && binomial::over_limit(k, n, self.share.limit(slo), 1.0 - confidence)
+    }
 }
 
 /// Whether `l` broke on errors or on latency on its pool alone (or,
@@ -236,44 +261,8 @@ fn total(counts: &[Counts]) -> Counts {
     counts.iter().fold(Counts::default(), |a, c| a + *c)
 }
 
-/// The error counts [`fails_at_every_load`] judges, by recency: index `i`
-/// holds the sweep `i` sweeps before this one (0: this one; the last
-/// entry, all older ones).
-fn error_counts(
-    levels: &[LevelSummary],
-    earlier: &dyn Fn(u32) -> Vec<(u64, Counts)>,
-    slo: &Slo,
-) -> [Counts; RECENT_SWEEPS + 1] {
-    let mut pooled = [Counts::default(); RECENT_SWEEPS + 1];
-    for l in levels {
-        let Some(c) = by_recency(l, earlier) else {
-            continue;
-        };
-        if broke_on_errors(l, slo) {
-            // A level that saw a change is weighed against the levels
-            // below it in this sweep alone: their pools still hold the
-            // ratio from before a rise, which made the rise read as errors
-            // that grow with load (knee 1 to 4, limit `errors`).
-            let changed = l.verdict.as_ref().is_some_and(|v| v.change_seen);
-            let (all, so_far) = if changed {
-                (c[0], pooled[0])
-            } else {
-                (total(&c), total(&pooled))
-            };
-            let (_, higher) = binomial::fisher(all.failed, all.ended, so_far.failed, so_far.ended);
-            if higher < GROWTH_ALPHA {
-                continue;
-            }
-        }
-        for (p, c) in pooled.iter_mut().zip(c) {
-            *p = *p + c;
-        }
-    }
-    pooled
-}
-
-/// The counts of level `l` by the sweeps before this one, as
-/// [`error_counts`] and [`slow_counts`] hold them (this one's at 0; the window of `earlier`
+/// The counts of level `l` by the sweeps before this one, as a
+/// [`HealthPool`] holds them (this one's at 0; the window of `earlier`
 /// sweeps left out when the level saw a change); None when it has no
 /// verdict.
 fn by_recency(
@@ -309,22 +298,63 @@ pub const RECENT_SWEEPS: usize = 3;
 /// (`benches/sim/errors_change.py`).
 pub const ERRORS_CHANGE_ALPHA: f64 = 0.001;
 
-/// A share whose change [`since_change`] looks for.
+/// A share the health tests judge.
 #[derive(Debug, Clone, Copy)]
 enum Share {
-    /// Errors, over answered requests: sheds in the denominator would make
-    /// the ratio move with how many requests the top level shed.
+    /// Failed requests.
     Errors,
-    /// Requests over the p95 limit, over those timed.
+    /// Requests over the p95 limit.
     Slow,
 }
 
 impl Share {
-    /// Its count and denominator in `c`.
+    /// Its count and denominator in `c`: errors over requests that ended,
+    /// slow requests over those timed.
     fn of(self, c: &Counts) -> (u64, u64) {
         match self {
-            Share::Errors => (c.failed, c.ended.saturating_sub(c.shed)),
+            Share::Errors => (c.failed, c.ended),
             Share::Slow => (c.slow, c.timed),
+        }
+    }
+
+    /// [`Share::of`] as a change is looked for: errors over answered
+    /// requests, since sheds in the denominator would make the ratio move
+    /// with how many requests the top level shed.
+    fn changes_of(self, c: &Counts) -> (u64, u64) {
+        match self {
+            Share::Errors => (c.failed, c.ended.saturating_sub(c.shed)),
+            Share::Slow => self.of(c),
+        }
+    }
+
+    /// The SLO's limit on it.
+    fn limit(self, slo: &Slo) -> f64 {
+        match self {
+            Share::Errors => slo.max_error_ratio,
+            Share::Slow => verdict::SLOW_SHARE,
+        }
+    }
+
+    /// Whether `l` broke, decided, on it.
+    fn broke(self, l: &LevelSummary, slo: &Slo) -> bool {
+        match self {
+            Share::Errors => broke_on_errors(l, slo),
+            Share::Slow => broke_on_latency(l, slo),
+        }
+    }
+
+    /// Whether a level that broke on it, with `own` counts in this sweep,
+    /// moved with load whatever the growth test says. Outliers are a
+    /// minority: a level whose own requests were mostly slow moved as a
+    /// whole. And an early stop ends a level where its slow requests
+    /// cluster, on too few for the growth test: a KV cache of two sequences
+    /// stopped level 8 after 6 slow of 14, beside 0 of 8 at level 1 (p
+    /// 0.04), and a batch cap of 1 level 4 after 4 of 4 (p 0.002); both read
+    /// as outliers at every load.
+    fn moved_with_load(self, l: &LevelSummary, own: &Counts) -> bool {
+        match self {
+            Share::Errors => false,
+            Share::Slow => l.stopped_early.is_some() || 2 * own.slow >= own.timed,
         }
     }
 }
@@ -340,13 +370,8 @@ impl Share {
 fn since_change(by_recency: &[Counts], share: Share) -> Option<(usize, Counts)> {
     let mut best: Option<(f64, (usize, Counts))> = None;
     for split in 1..by_recency.len() {
-        let recent = by_recency[..split]
-            .iter()
-            .fold(Counts::default(), |a, c| a + *c);
-        let older = by_recency[split..]
-            .iter()
-            .fold(Counts::default(), |a, c| a + *c);
-        let ((kr, nr), (ko, no)) = (share.of(&recent), share.of(&older));
+        let (recent, older) = (total(&by_recency[..split]), total(&by_recency[split..]));
+        let ((kr, nr), (ko, no)) = (share.changes_of(&recent), share.changes_of(&older));
         let (lower, higher) = binomial::fisher(kr, nr, ko, no);
         let p = lower.min(higher);
         if p < ERRORS_CHANGE_ALPHA && best.map_or(true, |(b, _)| p < b) {
@@ -817,8 +842,8 @@ mod tests {
         };
         assert_eq!(health_changed(&levels, &fell, &slo()), Some(1));
         assert!(!slow_at_every_load(&levels, &fell, 8, &slo(), 0.95));
-        let pooled = slow_counts(&levels, &fell, &slo());
-        let all = total(&pooled);
+        let pooled = HealthPool::of(&levels, &fell, &slo(), Share::Slow);
+        let all = total(&pooled.by_recency);
         assert!(binomial::over_limit(
             all.slow,
             all.timed,
