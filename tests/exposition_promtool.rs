@@ -249,13 +249,15 @@ fn realistic_exposition() -> String {
         }
         metrics.sweep_postponed(target);
         // Probes between sweeps: served (one cold), one that thought
-        // through its budget, one refused, one skipped for a sweep.
+        // through its budget, one refused, one whose TTFT was the client's
+        // stall, one skipped for a sweep.
         metrics.set_probe_interval(target, model, Some(30.0));
         let probe = |outcome, ttft: Option<f64>, cold| ProbeResult {
             outcome,
             ttft,
             latency: ttft.map(|t| t + 0.2),
             cold,
+            client_stall: None,
             dispatch_lag: 0.001,
             prompt_tokens: 20,
             output_tokens: 16,
@@ -275,6 +277,10 @@ fn realistic_exposition() -> String {
                 None,
                 None,
             )),
+            ProbeEvent::Probed(ProbeResult {
+                client_stall: Some(2.1),
+                ..probe(ProbeOutcome::Request(Outcome::Ok), Some(2.4), None)
+            }),
             ProbeEvent::Skipped(Skip::Sweeping),
             ProbeEvent::Paused(true),
         ] {
@@ -315,6 +321,10 @@ fn promtool_check_metrics_finds_nothing_to_complain_about() {
         "llmprobe_probe_cold_ttft_seconds_bucket",
         "llmprobe_probe_tokens_total",
         "llmprobe_probe_skipped_total",
+        "llmprobe_probe_client_stalled_total{model=\"qwen2.5:7b\",target=\"worker-1\"} 1",
+        // The stalled one is not in the TTFT histogram: the fast ok and the
+        // one that thought (the cold one is apart).
+        "llmprobe_probe_ttft_seconds_count{model=\"qwen2.5:7b\",target=\"worker-1\"} 2",
         "outcome=\"reasoning_budget\"",
     ] {
         assert!(text.contains(family), "{family} missing from:\n{text}");

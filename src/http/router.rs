@@ -649,6 +649,7 @@ mod tests {
             ttft,
             latency: None,
             cold: None,
+            client_stall: None,
             dispatch_lag: 0.0,
             prompt_tokens: 0,
             output_tokens: 0,

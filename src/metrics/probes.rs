@@ -23,6 +23,7 @@ pub(crate) struct ProbeMetrics {
     dispatch_lag: GaugeVec,
     tokens: IntCounterVec,
     skipped: IntCounterVec,
+    client_stalled: IntCounterVec,
     paused: GaugeVec,
     interval: GaugeVec,
     /// The model each probed target's series carry, to remove them.
@@ -54,6 +55,7 @@ impl ProbeMetrics {
             dispatch_lag: gauge(&names::PROBE_DISPATCH_LAG)?,
             tokens: counter(&names::PROBE_TOKENS)?,
             skipped: counter(&names::PROBE_SKIPPED)?,
+            client_stalled: counter(&names::PROBE_CLIENT_STALLED)?,
             paused: gauge(&names::PROBE_PAUSED)?,
             interval: gauge(&names::PROBE_INTERVAL)?,
             models: Mutex::new(BTreeMap::new()),
@@ -98,6 +100,7 @@ impl ProbeMetrics {
             self.last_success.with_label_values(tm).set(now);
         }
         match (r.cold, r.ttft) {
+            _ if r.client_stall.is_some() => self.client_stalled.with_label_values(tm).inc(),
             (Some(_), Some(t)) => self.cold_ttft.with_label_values(tm).observe(t),
             (None, Some(t)) => {
                 self.ttft.with_label_values(tm).observe(t);
@@ -141,6 +144,7 @@ impl ProbeMetrics {
         for kind in names::PROBE_TOKEN_KINDS {
             self.tokens.with_label_values(&[target, model, kind]);
         }
+        self.client_stalled.with_label_values(&[target, model]);
         self.paused.with_label_values(&[target, model]).set(0.0);
     }
 
@@ -166,6 +170,7 @@ impl ProbeMetrics {
         for kind in names::PROBE_TOKEN_KINDS {
             let _ = self.tokens.remove_label_values(&[target, model, kind]);
         }
+        let _ = self.client_stalled.remove_label_values(&tm);
         for g in [
             &self.success,
             &self.last_success,

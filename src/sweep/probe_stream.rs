@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 
 use crate::config::{ProbeSettings, Target, Workload};
 use crate::stats::arrivals::{self, Arrivals};
-use crate::stats::probe::{ColdRule, ProbeEvent, ProbeOutcome, ProbeResult, Skip};
+use crate::stats::probe::{client_stalled, ColdRule, ProbeEvent, ProbeOutcome, ProbeResult, Skip};
 use crate::stats::sample::Outcome;
+use crate::sweep::client_lag::LagWatch;
 use crate::sweep::env::SweepEnv;
 use crate::sweep::requests::Requests;
 
@@ -210,9 +211,13 @@ async fn probe_once(
     };
     lane.probing.store(true, Ordering::SeqCst);
     let idle = lane.idle_at(Instant::now());
+    // A stall of the client's own process while the probe runs lands in its
+    // TTFT: watched, so that the host's stall is not read as the server's.
+    let watch = LagWatch::start();
     let placed = requests
         .send_placed(env, &env.cancel, i, false, false, None)
         .await;
+    let stall = watch.finish().await.max_seconds;
     lane.probing.store(false, Ordering::SeqCst);
     lane.ended_now();
     let sample = placed.sample;
@@ -222,13 +227,16 @@ async fn probe_once(
     let lag = placed.sent.saturating_duration_since(due).as_secs_f64();
     let outcome = ProbeOutcome::of(&sample);
     let judged = match (outcome.served(), sample.ttft) {
+        // The client's TTFT says nothing of the model: not judged, and not
+        // in the warm window.
+        (true, Some(ttft)) if client_stalled(stall, ttft.as_secs_f64()) => None,
         (true, Some(ttft)) => cold.judge(idle, ttft),
         _ => {
             cold.failed();
             None
         }
     };
-    Some(ProbeResult::of(&sample, lag, judged))
+    Some(ProbeResult::of(&sample, lag, judged, stall))
 }
 
 #[cfg(test)]

@@ -69,6 +69,12 @@ pub const PROBE_SKIPPED: Spec = Spec {
     help: "Scheduled probes not sent (reason: sweeping, while llmprobe swept the target; overlap, the probe before was still in flight; late, the client reached the time over 1 s late); never sent later.",
     labels: &["target", "model", "reason"],
 };
+/// Counter of served probes whose TTFT was the client's stall.
+pub const PROBE_CLIENT_STALLED: Spec = Spec {
+    name: "llmprobe_probe_client_stalled_total",
+    help: "Served probes whose TTFT and latency are kept out of llmprobe_probe_ttft_seconds and llmprobe_probe_latency_seconds: llmprobe's own runtime woke at least 50 ms and a quarter of the TTFT late while the probe ran (a stalled or throttled host, not the server).",
+    labels: PROBE,
+};
 /// Whether probes are paused for a sweep.
 pub const PROBE_PAUSED: Spec = Spec {
     name: "llmprobe_probe_paused",
