@@ -38,6 +38,14 @@ pub(crate) async fn run(
             } else if now == SERVED && before == FAILING {
                 tracing::info!(target_name = %target.name, "probes served again");
             }
+            if let Some(stall) = r.client_stall {
+                tracing::info!(
+                    target_name = %target.name,
+                    ttft_seconds = r.ttft.unwrap_or(0.0),
+                    stall_seconds = stall,
+                    "probe's TTFT kept out: llmprobe's own runtime stalled while it ran"
+                );
+            }
             if let Some(cold) = r.cold {
                 tracing::info!(
                     target_name = %target.name,
