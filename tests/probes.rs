@@ -3,7 +3,8 @@
 //! is back; a reasoning model with a small budget is `reasoning_budget`,
 //! not an error; a server slow only after idling is labelled cold and kept
 //! out of the warm histogram; probes pause while the target is swept; a
-//! stalled probe is not followed by a burst.
+//! stalled probe is not followed by a burst; a probe slowed by llmprobe's
+//! own stall is kept out of the TTFT histogram.
 
 mod support;
 
@@ -427,6 +428,69 @@ async fn after_a_stalled_probe_the_missed_ones_are_skipped_not_sent_in_a_burst()
         .filter(|w| w[2] - w[0] < Duration::from_millis(5))
         .count();
     assert_eq!(burst, 0, "three probes within 5 ms after the stall");
+}
+
+/// Answers at once; the handler of the third probe blocks its thread for
+/// 1.5 s before answering.
+#[derive(Default)]
+struct Block {
+    probes: AtomicUsize,
+}
+
+async fn block(State(seen): State<Arc<Block>>, body: String) -> axum::response::Response {
+    let probe = body.contains("\"max_completion_tokens\":16");
+    if probe && seen.probes.fetch_add(1, Ordering::SeqCst) + 1 == 3 {
+        // On a one-thread runtime this stalls the daemon beside it too: the
+        // host stalls while the probe waits for its first token.
+        std::thread::sleep(Duration::from_millis(1500));
+    }
+    let mut out = content("tok");
+    out.push_str(&finish());
+    out.push_str(&usage(1));
+    out.push_str(DONE);
+    axum::response::Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from(out))
+        .unwrap()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_probe_slowed_by_llmprobes_own_stall_stays_out_of_the_ttft_histogram() {
+    let seen = Arc::new(Block::default());
+    let app = Router::new()
+        .route("/v1/chat/completions", post(block))
+        .with_state(seen.clone());
+    let served = serve(app).await;
+    let rest = format!(
+        "targets:\n  - name: t\n    base_url: {}\n    model: m\n    server_metrics_url: \"off\"\n    max_tokens_field: max_completion_tokens\n    warmup_requests: 0\n",
+        served.base_url()
+    );
+    let d = Daemon::start(config("{ interval: 200ms, seed: 9 }", &rest)).await;
+    let t = [("target", "t")];
+    poll("the stalled probe, and probes after it", LIMIT, || async {
+        let stalled = probe_metric(&d, "llmprobe_probe_client_stalled_total", &t).await;
+        let ok = outcome_count(&d, "ok").await;
+        (stalled == Some(1.0) && ok >= 6.0)
+            .then_some(())
+            .ok_or(format!("stalled {stalled:?}, ok {ok}"))
+    })
+    .await;
+    let text = d.get("/metrics").await;
+    d.shutdown.cancel();
+    let ok = metric(
+        &text,
+        "llmprobe_probe_requests_total",
+        &[("target", "t"), ("outcome", "ok")],
+    );
+    let warm = metric(&text, "llmprobe_probe_ttft_seconds_count", &t);
+    let fast = metric(
+        &text,
+        "llmprobe_probe_ttft_seconds_bucket",
+        &[("target", "t"), ("le", "1")],
+    );
+    // Served, so counted as such; its 1.5 s TTFT is not the server's.
+    assert_eq!(warm, ok.map(|n| n - 1.0), "{text}");
+    assert_eq!(fast, warm, "a TTFT over 1 s was observed:\n{text}");
 }
 
 #[test]
