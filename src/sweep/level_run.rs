@@ -115,7 +115,9 @@ struct Judged {
 
 /// Runs the counted passes over a level from places the caller holds: its
 /// planned count `n`, then, while the verdict (pooled with what earlier
-/// sweeps saw, `prior`) is undecided, `n` more, up to the target's
+/// sweeps saw, `prior`) is undecided, or (above the lowest level) passes
+/// on that pool while this sweep's own requests observe a share over its
+/// limit ([`verdict::pass_in_doubt`]), `n` more, up to the target's
 /// `verdict_ceiling` times `n`. Still undecided, the level counts as it was
 /// last decided on this server (a break only while this sweep's own
 /// requests still observe it, [`verdict::stand_in`]), or, when it never
@@ -166,7 +168,12 @@ async fn judge_level(
             // neither a pass nor a break (stats::knee).
             verdict.counted_as = verdict::stand_in(prior.last_decided, &before, &target.slo);
         }
-        let more = verdict.decision == Decision::Undecided
+        // Not at the lowest level: its pool reads a server failing at every
+        // load (knee 0), and extra passes there, drawn after an unlucky
+        // first one, broke it falsely on a server failing 4% (BENCHMARKS.md).
+        let lowest = target.levels.first().is_some_and(|&l| concurrency <= l);
+        let more = (verdict.decision == Decision::Undecided
+            || (!lowest && verdict::pass_in_doubt(&verdict, &before, &target.slo)))
             && planned < ceiling
             && !run.cancel.is_cancelled()
             // An answer over the output limit restarts the workload anyway.
