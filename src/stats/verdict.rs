@@ -110,9 +110,9 @@ pub fn within_observed(c: &Counts, slo: &Slo) -> bool {
 /// own (`own`) observe a share over its limit: a change may have begun, and
 /// the level spends more requests, as an undecided one does. The change
 /// split of the health test (`stats::limit`) finds a rise from the
-/// requests of the sweeps since it; at 40 requests a sweep it showed a
-/// rise from 2% to 10% of errors within 3 sweeps in 169 of 300 simulated
-/// rises, with this rule in 272 (`benches/sim/errors_change.py`).
+/// requests of the sweeps since it. The caller leaves out the lowest level
+/// (`sweep::level_run`): the daemon's loop read a rise from 2% to 10% of
+/// errors within 3 sweeps in 11 of 12 loops, 7 without (BENCHMARKS.md).
 pub fn pass_in_doubt(verdict: &Verdict, own: &Counts, slo: &Slo) -> bool {
     verdict.decision == Decision::Pass && !within_observed(own, slo)
 }
