@@ -20,7 +20,7 @@ use llmprobe::sim::SimParams;
 use support::config::{write_config, Yaml};
 use support::daemon::Daemon;
 use support::exposition::{metric, metric_sum};
-use support::raw::{content, finish, usage, DONE};
+use support::raw::good_stream;
 use support::server::serve;
 use support::sim::profile;
 use support::wait::poll;
@@ -54,6 +54,25 @@ async fn outcome_count(d: &Daemon, outcome: &str) -> f64 {
     )
     .await
     .unwrap_or(0.0)
+}
+
+/// A streamed answer of `tokens` tokens, its finish and usage.
+fn answer(tokens: u32) -> axum::response::Response {
+    axum::response::Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from(good_stream(tokens)))
+        .unwrap()
+}
+
+/// Serves `app` and gives the `targets:` block of one target `t` on it,
+/// its key lines `more` appended.
+async fn target_on(app: Router, more: &str) -> (support::server::Served, String) {
+    let served = serve(app).await;
+    let rest = format!(
+        "targets:\n  - name: t\n    base_url: {}\n    model: m\n    server_metrics_url: \"off\"\n{more}",
+        served.base_url()
+    );
+    (served, rest)
 }
 
 /// The built-in engine on a port that a test can stop and serve again.
@@ -196,18 +215,8 @@ async fn idle_sensitive(State(seen): State<Arc<Idle>>) -> axum::response::Respon
     };
     *seen.last_end.lock().unwrap() = Some(Instant::now() + Duration::from_secs(3600));
     tokio::time::sleep(delay).await;
-    let mut body = String::new();
-    for _ in 0..8 {
-        body.push_str(&content("tok"));
-    }
-    body.push_str(&finish());
-    body.push_str(&usage(8));
-    body.push_str(DONE);
     *seen.last_end.lock().unwrap() = Some(Instant::now());
-    axum::response::Response::builder()
-        .header("content-type", "text/event-stream")
-        .body(Body::from(body))
-        .unwrap()
+    answer(8)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -216,11 +225,7 @@ async fn a_server_slow_only_after_idling_is_cold_and_kept_out_of_the_warm_histog
     let app = Router::new()
         .route("/v1/chat/completions", post(idle_sensitive))
         .with_state(seen.clone());
-    let served = serve(app).await;
-    let rest = format!(
-        "targets:\n  - name: t\n    base_url: {}\n    model: m\n    server_metrics_url: \"off\"\n",
-        served.base_url()
-    );
+    let (_served, rest) = target_on(app, "").await;
     let d = Daemon::start(config("{ interval: 1s, cold_after: 1s, seed: 11 }", &rest)).await;
     let t = [("target", "t")];
     poll(
@@ -285,22 +290,12 @@ async fn lanes(State(seen): State<Arc<Lanes>>, body: String) -> axum::response::
         seen.sweeping.fetch_add(1, Ordering::SeqCst);
     }
     tokio::time::sleep(Duration::from_millis(30)).await;
-    let mut out = String::new();
-    for _ in 0..4 {
-        out.push_str(&content("tok"));
-    }
-    out.push_str(&finish());
-    out.push_str(&usage(4));
-    out.push_str(DONE);
     if probe {
         seen.probes_in_flight.fetch_sub(1, Ordering::SeqCst);
     } else {
         seen.sweeping.fetch_sub(1, Ordering::SeqCst);
     }
-    axum::response::Response::builder()
-        .header("content-type", "text/event-stream")
-        .body(Body::from(out))
-        .unwrap()
+    answer(4)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -309,11 +304,7 @@ async fn probes_pause_while_the_target_is_swept() {
     let app = Router::new()
         .route("/v1/chat/completions", post(lanes))
         .with_state(seen.clone());
-    let served = serve(app).await;
-    let rest = format!(
-        "targets:\n  - name: t\n    base_url: {}\n    model: m\n    server_metrics_url: \"off\"\n    max_tokens_field: max_completion_tokens\n",
-        served.base_url()
-    );
+    let (_served, rest) = target_on(app, "    max_tokens_field: max_completion_tokens\n").await;
     let path = write_config(
         &Yaml {
             interval: "300ms",
@@ -371,14 +362,7 @@ async fn stall(State(seen): State<Arc<Stall>>, body: String) -> axum::response::
     if n == 3 {
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
-    let mut out = content("tok");
-    out.push_str(&finish());
-    out.push_str(&usage(1));
-    out.push_str(DONE);
-    axum::response::Response::builder()
-        .header("content-type", "text/event-stream")
-        .body(Body::from(out))
-        .unwrap()
+    answer(1)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -387,12 +371,12 @@ async fn after_a_stalled_probe_the_missed_ones_are_skipped_not_sent_in_a_burst()
     let app = Router::new()
         .route("/v1/chat/completions", post(stall))
         .with_state(seen.clone());
-    let served = serve(app).await;
     // One sweep at the start (then one an hour), then only probes.
-    let rest = format!(
-        "targets:\n  - name: t\n    base_url: {}\n    model: m\n    server_metrics_url: \"off\"\n    max_tokens_field: max_completion_tokens\n    warmup_requests: 0\n",
-        served.base_url()
-    );
+    let (_served, rest) = target_on(
+        app,
+        "    max_tokens_field: max_completion_tokens\n    warmup_requests: 0\n",
+    )
+    .await;
     let d = Daemon::start(config("{ interval: 100ms, seed: 9 }", &rest)).await;
     poll(
         "overlapping probes skipped, and probes after the stall",
@@ -444,14 +428,7 @@ async fn block(State(seen): State<Arc<Block>>, body: String) -> axum::response::
         // host stalls while the probe waits for its first token.
         std::thread::sleep(Duration::from_millis(1500));
     }
-    let mut out = content("tok");
-    out.push_str(&finish());
-    out.push_str(&usage(1));
-    out.push_str(DONE);
-    axum::response::Response::builder()
-        .header("content-type", "text/event-stream")
-        .body(Body::from(out))
-        .unwrap()
+    answer(1)
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -460,11 +437,11 @@ async fn a_probe_slowed_by_llmprobes_own_stall_stays_out_of_the_ttft_histogram()
     let app = Router::new()
         .route("/v1/chat/completions", post(block))
         .with_state(seen.clone());
-    let served = serve(app).await;
-    let rest = format!(
-        "targets:\n  - name: t\n    base_url: {}\n    model: m\n    server_metrics_url: \"off\"\n    max_tokens_field: max_completion_tokens\n    warmup_requests: 0\n",
-        served.base_url()
-    );
+    let (_served, rest) = target_on(
+        app,
+        "    max_tokens_field: max_completion_tokens\n    warmup_requests: 0\n",
+    )
+    .await;
     let d = Daemon::start(config("{ interval: 200ms, seed: 9 }", &rest)).await;
     let t = [("target", "t")];
     poll("the stalled probe, and probes after it", LIMIT, || async {
