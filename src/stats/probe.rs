@@ -171,7 +171,7 @@ const STALL_SHARE: f64 = 0.25;
 
 /// Whether the client's longest wake-up delay while a probe ran (`stall`,
 /// seconds) can explain the probe's `ttft` (seconds).
-pub fn client_stalled(stall: f64, ttft: f64) -> bool {
+fn client_stalled(stall: f64, ttft: f64) -> bool {
     stall >= STALL_FLOOR && stall >= STALL_SHARE * ttft
 }
 
@@ -213,7 +213,7 @@ pub struct ProbeResult {
     /// Set when it met a cold model: its TTFT is kept apart.
     pub cold: Option<Cold>,
     /// The client's longest wake-up delay while the probe ran, seconds, set
-    /// when it can explain the TTFT ([`client_stalled`]): the TTFT and
+    /// when it can explain the TTFT (`client_stalled`): the TTFT and
     /// latency are the client's, and kept out.
     pub client_stall: Option<f64>,
     /// Actual minus scheduled send, seconds.
@@ -229,10 +229,10 @@ pub struct ProbeResult {
 }
 
 impl ProbeResult {
-    /// The result of `sample`, judged by `cold` (None for a probe not
-    /// served or without a TTFT), with the client's longest wake-up delay
-    /// while it ran (`stall`, seconds).
-    pub fn of(sample: &Sample, dispatch_lag: f64, cold: Option<Cold>, stall: f64) -> ProbeResult {
+    /// The result of `sample`, with the client's longest wake-up delay
+    /// while it ran (`stall`, seconds); not judged cold (the caller's
+    /// [`ColdRule`] sets `cold`, leaving out a TTFT that was the client's).
+    pub fn of(sample: &Sample, dispatch_lag: f64, stall: f64) -> ProbeResult {
         let outcome = ProbeOutcome::of(sample);
         let served = outcome.served();
         let ttft = sample.ttft.filter(|_| served).map(|d| d.as_secs_f64());
@@ -240,7 +240,7 @@ impl ProbeResult {
             outcome,
             ttft,
             latency: sample.latency.filter(|_| served).map(|d| d.as_secs_f64()),
-            cold,
+            cold: None,
             client_stall: ttft.filter(|t| client_stalled(stall, *t)).map(|_| stall),
             dispatch_lag,
             prompt_tokens: sample.prompt_tokens.unwrap_or(0),
@@ -287,7 +287,7 @@ mod tests {
         };
         assert_eq!(ProbeOutcome::of(&thought), ProbeOutcome::ReasoningBudget);
         assert!(ProbeOutcome::of(&thought).served());
-        let r = ProbeResult::of(&thought, 0.0, None, 0.0);
+        let r = ProbeResult::of(&thought, 0.0, 0.0);
         assert_eq!((r.reasoning_tokens, r.output_tokens), (16, 16));
         let mut answered = thought.clone();
         answered.thinking.answer_ttft = Some(Duration::from_millis(80));
@@ -307,21 +307,15 @@ mod tests {
         let mut slow = ok();
         slow.ttft = Some(Duration::from_millis(2_500));
         // A 2 s stall in a 2.5 s TTFT: the host's.
-        assert_eq!(
-            ProbeResult::of(&slow, 0.0, None, 2.0).client_stall,
-            Some(2.0)
-        );
+        assert_eq!(ProbeResult::of(&slow, 0.0, 2.0).client_stall, Some(2.0));
         // A 100 ms hiccup in a slow server's 2.5 s: the server's.
-        assert_eq!(ProbeResult::of(&slow, 0.0, None, 0.1).client_stall, None);
+        assert_eq!(ProbeResult::of(&slow, 0.0, 0.1).client_stall, None);
         // Timer jitter beside a fast TTFT: under the floor.
-        assert_eq!(ProbeResult::of(&ok(), 0.0, None, 0.02).client_stall, None);
-        assert_eq!(
-            ProbeResult::of(&ok(), 0.0, None, 0.05).client_stall,
-            Some(0.05)
-        );
+        assert_eq!(ProbeResult::of(&ok(), 0.0, 0.02).client_stall, None);
+        assert_eq!(ProbeResult::of(&ok(), 0.0, 0.05).client_stall, Some(0.05));
         // No TTFT to explain: a probe not served keeps its outcome only.
         let refused = Sample::failed(Outcome::ConnectError, None, "refused");
-        assert_eq!(ProbeResult::of(&refused, 0.0, None, 3.0).client_stall, None);
+        assert_eq!(ProbeResult::of(&refused, 0.0, 3.0).client_stall, None);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::{ProbeSettings, Target, Workload};
 use crate::stats::arrivals::{self, Arrivals};
-use crate::stats::probe::{client_stalled, ColdRule, ProbeEvent, ProbeOutcome, ProbeResult, Skip};
+use crate::stats::probe::{ColdRule, ProbeEvent, ProbeResult, Skip};
 use crate::stats::sample::Outcome;
 use crate::sweep::client_lag::LagWatch;
 use crate::sweep::env::SweepEnv;
@@ -225,18 +225,18 @@ async fn probe_once(
         return None;
     }
     let lag = placed.sent.saturating_duration_since(due).as_secs_f64();
-    let outcome = ProbeOutcome::of(&sample);
-    let judged = match (outcome.served(), sample.ttft) {
+    let mut result = ProbeResult::of(&sample, lag, stall);
+    result.cold = match (result.outcome.served(), sample.ttft) {
         // The client's TTFT says nothing of the model: not judged, and not
         // in the warm window.
-        (true, Some(ttft)) if client_stalled(stall, ttft.as_secs_f64()) => None,
+        (true, Some(_)) if result.client_stall.is_some() => None,
         (true, Some(ttft)) => cold.judge(idle, ttft),
         _ => {
             cold.failed();
             None
         }
     };
-    Some(ProbeResult::of(&sample, lag, judged, stall))
+    Some(result)
 }
 
 #[cfg(test)]
