@@ -688,6 +688,19 @@ mod tests {
             page.contains("<span class=\"badge ok\">ok (TTFT 23 ms, 5s ago)</span>"),
             "{page}"
         );
+        // A TTFT llmprobe's own stall explains is not shown as the server's.
+        t.record_probe(
+            &ProbeResult {
+                client_stall: Some(0.8),
+                ..probe(ProbeOutcome::Request(Outcome::Ok), Some(0.9))
+            },
+            1_700_000_297.0,
+        );
+        let page = render_index(std::slice::from_ref(&t), now, true);
+        assert!(
+            page.contains("ok (TTFT kept out: llmprobe stalled 800 ms, 3s ago)"),
+            "{page}"
+        );
         t.record_probe(
             &probe(ProbeOutcome::Request(Outcome::ConnectError), None),
             1_700_000_299.0,

@@ -16,6 +16,9 @@ pub struct ProbeSeen {
     pub outcome: &'static str,
     /// Its TTFT, seconds, when served.
     pub ttft: Option<f64>,
+    /// How long llmprobe's own runtime stalled while it ran, seconds, when
+    /// that explains its TTFT (the TTFT is then the client's, not shown).
+    pub client_stall: Option<f64>,
     /// When it ended, Unix seconds.
     pub at_unix: f64,
 }
@@ -90,6 +93,7 @@ impl TargetStatus {
             served: r.outcome.served(),
             outcome: r.outcome.as_str(),
             ttft: r.ttft,
+            client_stall: r.client_stall,
             at_unix,
         });
     }
@@ -101,13 +105,23 @@ impl TargetStatus {
             return ("", String::new());
         };
         let ago = (now_unix - p.at_unix).max(0.0);
-        match (p.served, p.ttft) {
-            (true, Some(t)) => (
+        match (p.served, p.ttft, p.client_stall) {
+            // The metrics keep this TTFT out of the histograms; the page
+            // does not show it as the server's either.
+            (true, Some(_), Some(stall)) => (
+                "ok",
+                format!(
+                    "{} (TTFT kept out: llmprobe stalled {:.0} ms, {ago:.0}s ago)",
+                    p.outcome,
+                    stall * 1000.0
+                ),
+            ),
+            (true, Some(t), _) => (
                 "ok",
                 format!("{} (TTFT {:.0} ms, {ago:.0}s ago)", p.outcome, t * 1000.0),
             ),
-            (true, None) => ("ok", format!("{} ({ago:.0}s ago)", p.outcome)),
-            (false, _) => ("failed", format!("failing: {} ({ago:.0}s ago)", p.outcome)),
+            (true, None, _) => ("ok", format!("{} ({ago:.0}s ago)", p.outcome)),
+            (false, _, _) => ("failed", format!("failing: {} ({ago:.0}s ago)", p.outcome)),
         }
     }
 
