@@ -109,6 +109,10 @@ const SILENT_ALERTS: &[(&str, &str)] = &[
         "the client keeps up with the simulators (a stalled level is run again, then passes)",
     ),
     (
+        "LlmprobeProbeClientStalled",
+        "llmprobe's runtime keeps up with its probes here: far fewer than a quarter of them stalled",
+    ),
+    (
         "LlmprobeProbeFailing",
         "the simulators serve every probe (none is sent while its own target is swept)",
     ),
