@@ -849,6 +849,8 @@ const KNOWN_METRICS: &[&str] = &[
     "llmprobe_probe_cold_ttft_seconds_sum",
     "llmprobe_probe_cold_ttft_seconds_count",
     "llmprobe_probe_last_success_timestamp_seconds",
+    "llmprobe_probe_client_stalled_total",
+    "llmprobe_sweep_client_lag_seconds",
 ];
 
 const DASHBOARDS: &[&str] = &[
