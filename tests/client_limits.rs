@@ -3,8 +3,9 @@
 //! container) reads every answer late, and its levels break the SLO's p95
 //! latency on the client's account alone; those levels are "not measured
 //! (client)", never a break that lowers the knee. The server runs on a
-//! thread of its own, out of the stalled runtime's reach, and answers at
-//! once.
+//! thread of its own, out of the stalled runtime's reach, and answers
+//! after 10 ms: long enough that even the lightest level outlasts a few of
+//! the lag watch's ticks, far inside the SLO's 50 ms.
 
 mod support;
 
@@ -18,7 +19,8 @@ use support::config::Yaml;
 use support::raw::{content, finish, usage, DONE, SSE_HEAD};
 use support::sweep::sweep_one;
 
-/// A server on its own threads: every request gets a short stream at once.
+/// A server on its own threads: every request gets a short stream 10 ms
+/// after it arrived.
 fn fast_server() -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
@@ -50,6 +52,7 @@ fn fast_server() -> String {
                         }
                     }
                 }
+                std::thread::sleep(Duration::from_millis(10));
                 let mut out = SSE_HEAD.to_string();
                 out.push_str(&content("a"));
                 out.push_str(&content("b"));
@@ -88,7 +91,8 @@ async fn a_stalled_client_leaves_its_levels_not_measured_never_a_lower_knee() {
     assert!(cap.levels_not_measured.is_empty());
     assert!(cap.not_measured_client.is_none());
     let lag = free.workloads[0].levels[0].client_lag.expect("lag watched");
-    assert!(lag.ticks > 0);
+    // Eight requests of 10 ms one after another: some 80 ms of 5 ms ticks.
+    assert!(lag.ticks > 0, "{lag:?}");
 
     // Two companions hold the runtime's two workers 60 ms at a time: every
     // answer is read late, past the 50 ms limit.
