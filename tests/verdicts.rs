@@ -379,11 +379,11 @@ async fn an_undecided_level_with_nothing_pooled_does_not_lower_the_knee() {
 /// 10%-error engine reads knee 0 with `errors_at_every_load` once its pool
 /// holds the evidence (here from its fifth sweep), never `errors` at 0.
 /// From then on a sweep whose pooled errors fall short of the evidence by
-/// chance may read a knee of 1 with `errors` (once in 8 sweeps, in a CI run
-/// on a loaded machine, where timing changes which requests fail): the
+/// chance may read another knee (1 with `errors` once in 8 sweeps, in a CI
+/// run on a loaded machine, where timing changes which requests fail): the
 /// issue's targets are 95% of sweeps and no wrong run longer than 2, so one
-/// such sweep of four is allowed and two are not (the old rule: 1 with
-/// `errors` for 20 sweeps).
+/// such sweep of the last four is allowed and two are not (the old rule: 1
+/// with `errors` for 20 sweeps).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_percent_failures_read_errors_at_every_load() {
     for seed in [2, 4] {
