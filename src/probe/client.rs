@@ -234,7 +234,7 @@ impl Client {
             }
             // Before the timeout check: a connect timeout is both, and a
             // server that cannot be reached is not a slow server.
-            Err(e) if e.is_connect() || refused_by_tls_peer(&e) => {
+            Err(e) if e.is_connect() || refused_by_tls_peer(&e) || closed_before_sent(&e) => {
                 // Through a proxy, a failure that is not the server's TLS
                 // is the proxy's: it could not be reached, or refused.
                 match self.proxy_for(url) {
@@ -298,7 +298,6 @@ where
     }
 }
 
-/// The error and its causes on one line, without the URL.
 /// Whether the server ended the TLS session with an alert about the
 /// handshake: a TLS 1.3 server checks the client's certificate after the
 /// client's side of the handshake is over, so its refusal arrives with the
@@ -335,6 +334,26 @@ fn refused_by_tls_peer(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
+/// Whether hyper gave up the request before writing any of it because its
+/// connection closed first (hyper's "canceled": "connection was not
+/// ready", "connection closed"): the server closed a connection it had just
+/// accepted (a TLS 1.3 server refusing the client's certificate does so),
+/// so the request never reached it. A connection that failed, not a server
+/// that spoke nonsense: as a protocol error it read as a broken stream.
+fn closed_before_sent(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        if err
+            .downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_canceled)
+        {
+            return true;
+        }
+        next = err.source();
+    }
+    false
+}
+
 /// Whether a TLS error (with the server, at the end of a tunnel) is among
 /// the error's causes.
 fn tls_failed(e: &(dyn std::error::Error + 'static)) -> bool {
@@ -353,6 +372,7 @@ fn tls_failed(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
+/// The error and its causes on one line, without the URL.
 fn describe(e: reqwest::Error) -> String {
     let e = e.without_url();
     let mut msg = e.to_string();

@@ -16,7 +16,8 @@ pub enum Outcome {
     HttpError,
     /// The per-request time limit expired.
     Timeout,
-    /// The connection could not be opened (refused, DNS, TLS).
+    /// The connection could not be opened (refused, DNS, TLS), or closed
+    /// before the request was written.
     ConnectError,
     /// The request was to go through a proxy (`proxy: environment`) that
     /// could not be reached or refused the tunnel: the server was not reached.

@@ -295,7 +295,7 @@ mod tests {
              received fatal alert: CertificateRequired",
         );
         let never_sent = Sample::failed(
-            Outcome::ProtocolError,
+            Outcome::ConnectError,
             None,
             "error sending request: client error (Canceled): operation was canceled: \
              connection was not ready",
