@@ -102,8 +102,9 @@ pub fn fails_at_every_load(
 /// [`fails_at_every_load`] judges errors, on the share of slow requests
 /// (over the p95's share, [`verdict::SLOW_SHARE`]). A level that broke on
 /// latency also stays out of the pool when half or more of this sweep's
-/// requests there were slow, or it stopped early
-/// ([`Share::moved_with_load`]). Outliers at any load (10% of requests
+/// requests there were slow ([`Share::moved_as_a_whole`]), and one that
+/// stopped early is tested for growth at [`EARLY_STOP_GROWTH_ALPHA`].
+/// Outliers at any load (10% of requests
 /// held 600 ms past a 500 ms p95 read knee 1 to 4 `compute`) are health.
 pub fn slow_at_every_load(
     levels: &[LevelSummary],
@@ -154,8 +155,8 @@ impl HealthPool {
     /// Pools the levels of this sweep with what `earlier` sweeps saw at each.
     /// A level that broke on the share joins the pool only when its share is
     /// not higher than that of the levels below it beyond chance (Fisher's
-    /// exact test at [`GROWTH_ALPHA`]), and [`Share::moved_with_load`] does
-    /// not leave it out. A level that saw a change is weighed against the
+    /// exact test at [`Share::growth_alpha`]), and [`Share::moved_as_a_whole`]
+    /// does not leave it out. A level that saw a change is weighed against the
     /// levels below it in this sweep alone: their pools still hold the ratio
     /// from before a rise, which made the rise read as errors that grow with
     /// load (knee 1 to 4, limit `errors`).
@@ -171,7 +172,7 @@ impl HealthPool {
                 continue;
             };
             if share.broke(l, slo) {
-                if share.moved_with_load(l, &v.counts) {
+                if share.moved_as_a_whole(&v.counts) {
                     continue;
                 }
                 let (all, so_far) = if v.change_seen {
@@ -181,7 +182,7 @@ impl HealthPool {
                 };
                 let ((k, n), (ks, ns)) = (share.of(&all), share.of(&so_far));
                 let (_, higher) = binomial::fisher(k, n, ks, ns);
-                if higher < GROWTH_ALPHA {
+                if higher < share.growth_alpha(l) {
                     continue;
                 }
             }
@@ -284,6 +285,16 @@ fn by_recency(
     Some(by_age)
 }
 
+/// [`GROWTH_ALPHA`] for a level that stopped early on latency: an early
+/// stop ends a level where its slow requests cluster, on too few for the
+/// growth test, so its share is weighed at a looser significance. A KV
+/// cache of two sequences stopped level 8 after 6 slow of 14, beside 0 of
+/// 8 at level 1 (p 0.04): growth, the limit `kv_cache`. And left out of the
+/// pool altogether, as it was, a level 2 that stopped on 4 slow of 24
+/// beside level 1's 10% read knee 1 `compute` on a server holding 10% of
+/// its requests at any load, right after knee 0 `latency_at_every_load`.
+pub const EARLY_STOP_GROWTH_ALPHA: f64 = 0.1;
+
 /// Sweeps, this one included, that may make the recent side of a change in
 /// the error ratio, or the share of slow requests, of a whole workload
 /// ([`since_change`]).
@@ -344,17 +355,23 @@ impl Share {
     }
 
     /// Whether a level that broke on it, with `own` counts in this sweep,
-    /// moved with load whatever the growth test says. Outliers are a
-    /// minority: a level whose own requests were mostly slow moved as a
-    /// whole. And an early stop ends a level where its slow requests
-    /// cluster, on too few for the growth test: a KV cache of two sequences
-    /// stopped level 8 after 6 slow of 14, beside 0 of 8 at level 1 (p
-    /// 0.04), and a batch cap of 1 level 4 after 4 of 4 (p 0.002); both read
-    /// as outliers at every load.
-    fn moved_with_load(self, l: &LevelSummary, own: &Counts) -> bool {
+    /// moved with load whatever the growth test says: outliers are a
+    /// minority, and a level whose own requests were mostly slow moved as
+    /// a whole (a batch cap of 1 stopped level 4 after 4 slow of 4).
+    fn moved_as_a_whole(self, own: &Counts) -> bool {
         match self {
             Share::Errors => false,
-            Share::Slow => l.stopped_early.is_some() || 2 * own.slow >= own.timed,
+            Share::Slow => 2 * own.slow >= own.timed,
+        }
+    }
+
+    /// The significance under which level `l`'s share is taken to grow
+    /// with load: [`GROWTH_ALPHA`], or [`EARLY_STOP_GROWTH_ALPHA`] for a
+    /// level that stopped early on slow requests.
+    fn growth_alpha(self, l: &LevelSummary) -> f64 {
+        match self {
+            Share::Slow if l.stopped_early.is_some() => EARLY_STOP_GROWTH_ALPHA,
+            _ => GROWTH_ALPHA,
         }
     }
 }
@@ -791,6 +808,20 @@ mod tests {
         });
         let c = settled(&[slow(1, 8, 0, Pass), stopped]);
         assert_eq!((c.knee_concurrency, c.limit), (1, Some(Limit::Latency)));
+        // An early stop on outliers where they are as common as below it
+        // (4 slow of 24 beside 5 of 56: p 0.26) is pooled with them, 9 of
+        // 80 over 5% at 95%; left out, 5 of 56 alone is not, and the knee
+        // read 1.
+        let mut on_outliers = slow(2, 24, 4, Break);
+        on_outliers.stopped_early = Some(crate::stats::report::EarlyStop {
+            breach: Breach::Latency,
+            saved_requests: 8,
+        });
+        let c = settled(&[slow(1, 56, 5, Pass), on_outliers]);
+        assert_eq!(
+            (c.knee_concurrency, c.limit),
+            (0, Some(Limit::LatencyAtEveryLoad))
+        );
         // ...and so does a level whose requests were mostly slow (5 of 8
         // beside 0 of 8 is p 0.013): it moved as a whole.
         let c = settled(&[slow(1, 8, 0, Pass), slow(2, 8, 5, Break)]);
