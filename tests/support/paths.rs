@@ -31,16 +31,46 @@ pub fn relative(dir: &Path, from: &Path) -> PathBuf {
     rel
 }
 
-/// A new, empty directory `$TMPDIR/llmprobe-TAG-PID-RANDOM`, never removed
-/// (for files a test hands to code that may keep reading them).
+/// Where the tests' directories go: `$TMPDIR/llmprobe-tests`.
+fn tests_root() -> PathBuf {
+    std::env::temp_dir().join("llmprobe-tests")
+}
+
+/// A new, empty directory `$TMPDIR/llmprobe-tests/PID-TAG-RANDOM`, kept while
+/// the test process lives (for files a test hands to code that may keep
+/// reading them). The first one a process makes removes those of test
+/// processes that have ended: each run of the suite wrote some 400 that
+/// nothing removed.
 pub fn fresh_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "llmprobe-{tag}-{}-{}",
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(remove_ended);
+    let dir = tests_root().join(format!(
+        "{}-{tag}-{}",
         std::process::id(),
         fastrand::u64(..)
     ));
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// Removes the directories of test processes no longer running (by
+/// `/proc/PID`; where there is no `/proc`, nothing).
+fn remove_ended() {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(tests_root()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.split('-').next()) else {
+            continue;
+        };
+        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// A fresh directory removed when dropped; kept, with its path printed, when
