@@ -53,8 +53,12 @@ pub fn fresh_dir(tag: &str) -> PathBuf {
     dir
 }
 
+/// The file that marks a directory a failed test kept for reading.
+const KEPT: &str = ".kept-by-a-failed-test";
+
 /// Removes the directories of test processes no longer running (by
-/// `/proc/PID`; where there is no `/proc`, nothing).
+/// `/proc/PID`; where there is no `/proc`, nothing), but those a failed
+/// test kept ([`ScratchDir`]).
 fn remove_ended() {
     if !Path::new("/proc/self").exists() {
         return;
@@ -67,7 +71,8 @@ fn remove_ended() {
         let Some(pid) = name.to_str().and_then(|n| n.split('-').next()) else {
             continue;
         };
-        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+        let ended = pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists();
+        if ended && !entry.path().join(KEPT).exists() {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
@@ -97,6 +102,7 @@ impl ScratchDir {
 impl Drop for ScratchDir {
     fn drop(&mut self) {
         if std::thread::panicking() {
+            let _ = std::fs::write(self.0.join(KEPT), "");
             eprintln!("scratch files kept in {}", self.0.display());
         } else {
             let _ = std::fs::remove_dir_all(&self.0);
