@@ -808,10 +808,10 @@ mod tests {
         });
         let c = settled(&[slow(1, 8, 0, Pass), stopped]);
         assert_eq!((c.knee_concurrency, c.limit), (1, Some(Limit::Latency)));
-        // An early stop on outliers where they are as common as below it
-        // (4 slow of 24 beside 5 of 56: p 0.26) is pooled with them, 9 of
-        // 80 over 5% at 95%; left out, 5 of 56 alone is not, and the knee
-        // read 1.
+        // An early stop on outliers whose share is not higher than below
+        // it beyond chance (4 slow of 24 beside 5 of 56: p 0.26) is pooled
+        // with them, 9 of 80 over 5% at 95%; left out, 5 of 56 alone is
+        // not, and the knee read 1.
         let mut on_outliers = slow(2, 24, 4, Break);
         on_outliers.stopped_early = Some(crate::stats::report::EarlyStop {
             breach: Breach::Latency,
