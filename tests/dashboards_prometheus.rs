@@ -431,22 +431,31 @@ async fn every_dashboard_and_alert_expression_runs_on_real_data() {
     };
     let prom = &setup.prometheus;
 
-    // Two completed sweeps of each target ingested: the completion timestamp
-    // changed at least once in Prometheus's own data.
+    // Two completed sweeps of each target ingested (the completion timestamp
+    // changed at least once in Prometheus's own data), and a probe TTFT of
+    // each with a rate: probes wait while their target is swept, and a
+    // first sweep with its sustained search took 25 s, after which the
+    // queries ran a second later, before a probe's series had two scrapes
+    // (the TTFT panels read no data for sim-a once in CI).
     let ingested = "changes(llmprobe_sweep_last_completion_timestamp_seconds[10m]) >= 1";
+    let probed = "sum by (target) (rate(llmprobe_probe_ttft_seconds_count[15m])) > 0";
     setup
         .wait_until(
             "llmprobe",
-            "two sweeps of each target in Prometheus",
+            "two sweeps and a probe TTFT of each target in Prometheus",
             || async {
-                let targets: BTreeSet<String> = prom
-                    .query(ingested)
-                    .await
-                    .unwrap_or_default()
-                    .iter()
-                    .filter_map(|s| s["metric"]["target"].as_str().map(str::to_string))
-                    .collect();
-                targets.contains("sim-a") && targets.contains("sim-b")
+                let mut both = true;
+                for query in [ingested, probed] {
+                    let targets: BTreeSet<String> = prom
+                        .query(query)
+                        .await
+                        .unwrap_or_default()
+                        .iter()
+                        .filter_map(|s| s["metric"]["target"].as_str().map(str::to_string))
+                        .collect();
+                    both &= targets.contains("sim-a") && targets.contains("sim-b");
+                }
+                both
             },
         )
         .await;
