@@ -305,33 +305,26 @@ where
 /// not be set up, not a server speaking nonsense.
 fn refused_by_tls_peer(e: &(dyn std::error::Error + 'static)) -> bool {
     use rustls::AlertDescription as A;
-    let mut next = Some(e);
-    while let Some(err) = next {
-        // An I/O error's source() skips the error it wraps: look inside.
-        let tls = err.downcast_ref::<rustls::Error>().or_else(|| {
-            err.downcast_ref::<std::io::Error>()
-                .and_then(std::io::Error::get_ref)
-                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-        });
-        if let Some(rustls::Error::AlertReceived(alert)) = tls {
-            return matches!(
-                alert,
-                A::CertificateRequired
-                    | A::BadCertificate
-                    | A::UnsupportedCertificate
-                    | A::CertificateRevoked
-                    | A::CertificateExpired
-                    | A::CertificateUnknown
-                    | A::UnknownCA
-                    | A::AccessDenied
-                    | A::HandshakeFailure
-                    | A::ProtocolVersion
-                    | A::InsufficientSecurity
-            );
-        }
-        next = err.source();
-    }
-    false
+    let alert = causes(e).find_map(|c| match tls_error(c) {
+        Some(rustls::Error::AlertReceived(alert)) => Some(*alert),
+        _ => None,
+    });
+    matches!(
+        alert,
+        Some(
+            A::CertificateRequired
+                | A::BadCertificate
+                | A::UnsupportedCertificate
+                | A::CertificateRevoked
+                | A::CertificateExpired
+                | A::CertificateUnknown
+                | A::UnknownCA
+                | A::AccessDenied
+                | A::HandshakeFailure
+                | A::ProtocolVersion
+                | A::InsufficientSecurity
+        )
+    )
 }
 
 /// Whether hyper gave up the request before writing any of it because its
@@ -341,35 +334,33 @@ fn refused_by_tls_peer(e: &(dyn std::error::Error + 'static)) -> bool {
 /// so the request never reached it. A connection that failed, not a server
 /// that spoke nonsense: as a protocol error it read as a broken stream.
 fn closed_before_sent(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut next = Some(e);
-    while let Some(err) = next {
-        if err
-            .downcast_ref::<hyper::Error>()
+    causes(e).any(|c| {
+        c.downcast_ref::<hyper::Error>()
             .is_some_and(hyper::Error::is_canceled)
-        {
-            return true;
-        }
-        next = err.source();
-    }
-    false
+    })
 }
 
 /// Whether a TLS error (with the server, at the end of a tunnel) is among
 /// the error's causes.
 fn tls_failed(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut next = Some(e);
-    while let Some(err) = next {
-        let tls = err.downcast_ref::<rustls::Error>().is_some()
-            || err
-                .downcast_ref::<std::io::Error>()
-                .and_then(std::io::Error::get_ref)
-                .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some());
-        if tls {
-            return true;
-        }
-        next = err.source();
-    }
-    false
+    causes(e).any(|c| tls_error(c).is_some())
+}
+
+/// The error and the chain of its sources.
+fn causes<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(e), |c| c.source())
+}
+
+/// `err` as a TLS error, itself or wrapped in an I/O error (whose
+/// `source()` skips the error it wraps).
+fn tls_error<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    err.downcast_ref::<rustls::Error>().or_else(|| {
+        err.downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    })
 }
 
 /// The error and its causes on one line, without the URL.

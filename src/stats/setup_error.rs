@@ -99,14 +99,16 @@ const DNS_FAILED: [&str; 5] = [
     "no such host",
 ];
 
-/// hyper's words for a request it never sent: the connection it was given
-/// closed before it was ready for one. A TLS 1.3 server that refuses the
+/// hyper's words for a request it never sent (its "canceled", which the
+/// client counts as a connect error: `probe::client`): the connection it
+/// was given closed first ("connection was not ready", "connection
+/// closed"). A TLS 1.3 server that refuses the
 /// client's certificate closes the connection after the client's side of
 /// the handshake is over, and a request queued on that connection meets
 /// this instead of the alert: the mutual-TLS test of tests/private_tls.rs
 /// read no setup error in 4 of 40 runs beside two CPU-burning processes
 /// (its other requests all named `CertificateRequired`), 0 of 60 since.
-const NEVER_SENT: &str = "connection was not ready";
+const NEVER_SENT: &str = "operation was canceled";
 
 /// The setup mistake one request shows, if any.
 pub fn cause_of(sample: &Sample, model_listed: Option<bool>) -> Option<Cause> {
