@@ -129,6 +129,23 @@ async fn engine(yaml: &str) -> (Arc<Target>, Reachable) {
     (target, at)
 }
 
+/// Per level with a request that neither succeeded nor was shed, its
+/// outcomes: what the server (or the client) made of the failures.
+fn failed_outcomes(r: &SweepReport) -> Vec<(u32, Vec<(&'static str, u64)>)> {
+    r.workloads[0]
+        .levels
+        .iter()
+        .map(|l| {
+            let failed = l.outcomes.iter().filter(|(o, n)| **n > 0 && **o != "ok");
+            (
+                l.concurrency,
+                failed.map(|(o, n)| (*o, *n)).collect::<Vec<_>>(),
+            )
+        })
+        .filter(|(_, f)| !f.is_empty())
+        .collect()
+}
+
 fn knee(r: &SweepReport) -> u32 {
     r.workloads[0].capacity.knee_concurrency
 }
@@ -152,7 +169,11 @@ async fn two_percent_failures_keep_the_knee_over_thirty_daemon_sweeps() {
         }
         knees.push(knee(&r));
         if knee(&r) != 8 {
-            why.push(r.workloads[0].capacity.stopped_because.clone());
+            why.push(format!(
+                "{:?}, outcomes {:?}",
+                r.workloads[0].capacity.stopped_because,
+                failed_outcomes(&r)
+            ));
         }
 
         pooled = pooled.max(
