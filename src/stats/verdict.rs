@@ -60,7 +60,7 @@ pub const SLOW_SHARE: f64 = 1.0 - DECISION_QUANTILE;
 /// Significance at which a pool without its worst sweep must still show a
 /// share over its limit for a pooled break ([`not_one_sweep`]): weak, as
 /// it only withholds a break the test at the stated confidence gives, but
-/// never met by one error of 8 (0.34 at a 5% limit). "Over the limit" alone
+/// not met by one error of 8 at a 5% limit (0.34). "Over the limit" alone
 /// let a burst of 4 of 32 beside a later 1 of 8 break level 2 of a server
 /// failing 2%, for three sweeps in a row (a CI run of `tests/verdicts.rs`).
 pub const REST_ALPHA: f64 = 0.25;
