@@ -129,8 +129,8 @@ async fn engine(yaml: &str) -> (Arc<Target>, Reachable) {
     (target, at)
 }
 
-/// Per level with a request that neither succeeded nor was shed, its
-/// outcomes: what the server (or the client) made of the failures.
+/// Per level with a request that did not succeed, its outcomes other than
+/// `ok`: whether the server or the client made the failures.
 fn failed_outcomes(r: &SweepReport) -> Vec<(u32, Vec<(&'static str, u64)>)> {
     r.workloads[0]
         .levels

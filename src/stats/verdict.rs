@@ -17,10 +17,10 @@
 //!   limit: the level sends more requests (up to its ceiling);
 //! - **pass**: every observed share is within its limit.
 //!
-//! With earlier sweeps pooled, a break also needs the share observed over
-//! its limit without the sweep that holds the most of it
-//! ([`not_one_sweep`]): one burst does not break a level for as long as
-//! the pool holds it.
+//! With earlier sweeps pooled, a break also needs the share shown over its
+//! limit, at the weak [`REST_ALPHA`], without the sweep that holds the
+//! most of it ([`not_one_sweep`]): one burst does not break a level for as
+//! long as the pool holds it.
 //!
 //! Evidence may be pooled from earlier sweeps ([`decide`]'s `window`); it is
 //! left out when this sweep's counts differ from it beyond chance
