@@ -5,7 +5,8 @@ Per scenario, 20,000 simulated levels (seeded): earlier sweeps of a given
 size and this sweep's, each request failing at a true error rate. A level
 breaks on the pool as `stats::verdict::decide` does: the exact one-sided
 binomial test of the pooled count against the 5% limit at 95%, with this
-sweep's own ratio over the limit. Of those breaks, the script counts how
+sweep's own ratio over the limit (the change test that drops a pool is
+left out: every sweep here draws from the same rate). Of those breaks, the script counts how
 many each form of the rule withholds: "over" (the rest of the pool, without
 the sweep with the most errors, observes a ratio over the limit; the rule
 before `REST_ALPHA`) and "shown" (the rest is over the limit at the exact
@@ -32,9 +33,9 @@ def over_limit(k, n, alpha):
 
 def run(rate, earlier, size, current, rng):
     breaks = over = shown = 0
+    sizes = [size] * earlier + [current]
     for _ in range(LEVELS):
-        sweeps = [sum(rng.random() < rate for _ in range(n)) for n in [size] * earlier + [current]]
-        sizes = [size] * earlier + [current]
+        sweeps = [sum(rng.random() < rate for _ in range(n)) for n in sizes]
         k, n = sum(sweeps), sum(sizes)
         if not (over_limit(k, n, ALPHA) and sweeps[-1] / current > LIMIT):
             continue

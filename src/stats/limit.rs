@@ -21,6 +21,16 @@ pub const KV_CACHE_FULL: f64 = 0.9;
 /// enough to keep its knee up for sweeps.
 pub const GROWTH_ALPHA: f64 = 0.001;
 
+/// [`GROWTH_ALPHA`] for a level that stopped early on latency: an early
+/// stop ends a level where its slow requests cluster, on too few for the
+/// growth test, so its share is weighed at a looser significance. A KV
+/// cache of two sequences stopped level 8 after 6 slow of 14, beside 0 of
+/// 8 at level 1 (p 0.04): growth, the limit `kv_cache`. And left out of the
+/// pool altogether, as it was, a level 2 that stopped on 4 slow of 24
+/// beside level 1's 10% read knee 1 `compute` on a server holding 10% of
+/// its requests at any load, right after knee 0 `latency_at_every_load`.
+pub const EARLY_STOP_GROWTH_ALPHA: f64 = 0.1;
+
 /// Mean requests waiting in the engine above which requests queued there
 /// (below it, a request only waits for the step it joins).
 pub const QUEUED: f64 = 0.5;
@@ -284,16 +294,6 @@ fn by_recency(
     }
     Some(by_age)
 }
-
-/// [`GROWTH_ALPHA`] for a level that stopped early on latency: an early
-/// stop ends a level where its slow requests cluster, on too few for the
-/// growth test, so its share is weighed at a looser significance. A KV
-/// cache of two sequences stopped level 8 after 6 slow of 14, beside 0 of
-/// 8 at level 1 (p 0.04): growth, the limit `kv_cache`. And left out of the
-/// pool altogether, as it was, a level 2 that stopped on 4 slow of 24
-/// beside level 1's 10% read knee 1 `compute` on a server holding 10% of
-/// its requests at any load, right after knee 0 `latency_at_every_load`.
-pub const EARLY_STOP_GROWTH_ALPHA: f64 = 0.1;
 
 /// Sweeps, this one included, that may make the recent side of a change in
 /// the error ratio, or the share of slow requests, of a whole workload
