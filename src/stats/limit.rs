@@ -220,12 +220,47 @@ impl HealthPool {
         if knee == 0 && levels.first().is_some_and(|l| self.share.broke(l, slo)) {
             return true;
         }
+        self.over(slo, confidence)
+    }
+
+    /// Whether the pool, from its change on when there is one, is over the
+    /// share's limit at `confidence`.
+    fn over(&self, slo: &Slo, confidence: f64) -> bool {
         let judged = self
             .change
             .map_or_else(|| total(&self.by_recency), |(_, recent)| recent);
         let (k, n) = self.share.of(&judged);
         n > 0 && binomial::over_limit(k, n, self.share.limit(slo), 1.0 - confidence)
     }
+}
+
+/// Counts the lowest of `levels` (sorted by concurrency) undecided when its
+/// break on errors rests on its pool alone ([`break_rests_on_pool`]) while
+/// the workload's errors, pooled over its levels as [`fails_at_every_load`]
+/// pools them, are not over `max_error_ratio` at `confidence`. Such a break
+/// read knee 0 (`errors_at_every_load`) where the levels above passed: a
+/// server failing 4% drew 10 errors in 104 requests at level 1 and read 0
+/// for 6 sweeps while levels 2 to 8 measured 1 to 3 errors of 24 to 48
+/// (BENCHMARKS.md). A break that a sweep's own requests show, or one that
+/// every load's errors together show, stands.
+pub fn doubt_pooled_floor(
+    levels: &mut [LevelSummary],
+    earlier: &dyn Fn(u32) -> Vec<(u64, Counts)>,
+    slo: &Slo,
+    confidence: f64,
+) {
+    let in_doubt = levels
+        .first()
+        .is_some_and(|l| broke_on_errors(l, slo) && break_rests_on_pool(l, slo, confidence))
+        && !HealthPool::of(levels, earlier, slo, Share::Errors).over(slo, confidence);
+    if !in_doubt {
+        return;
+    }
+    let lowest = &mut levels[0];
+    if let Some(v) = lowest.verdict.as_mut() {
+        v.counted_as = Decision::Undecided;
+    }
+    lowest.within_slo = false;
 }
 
 /// Whether `l` broke on errors or on latency on its pool alone (or,
@@ -974,5 +1009,61 @@ mod tests {
             Limit::Latency,
             "a knee of 0 is still explained"
         );
+    }
+
+    /// A workload whose lowest level broke on `floor_failed` errors of 16
+    /// on a pool that drew 9 of 88 before, with `above` the errors of 24,
+    /// 48 and 48 requests at levels 2, 4 and 8 (decided as `judged`), and
+    /// as many in the sweep before: its capacity, concluded as a sweep's.
+    fn floor_on_pool(floor_failed: u64, above: [u64; 3], judged: Decision) -> Capacity {
+        let counts = |ended, failed| Counts {
+            ended,
+            ok: ended - failed,
+            failed,
+            timed: ended,
+            ..Counts::default()
+        };
+        let mut floor = failing(1, 16, floor_failed, Decision::Break);
+        floor.verdict.as_mut().unwrap().pooled_sweeps = 5;
+        let mut levels = vec![
+            floor,
+            failing(2, 24, above[0], judged),
+            failing(4, 48, above[1], judged),
+            failing(8, 48, above[2], judged),
+        ];
+        for l in &mut levels[1..] {
+            l.verdict.as_mut().unwrap().pooled_sweeps = 1;
+        }
+        let earlier = |c: u32| match c {
+            1 => vec![(1, counts(88, 9))],
+            2 => vec![(1, counts(24, above[0]))],
+            4 => vec![(1, counts(48, above[1]))],
+            _ => vec![(1, counts(48, above[2]))],
+        };
+        let slo = slo();
+        doubt_pooled_floor(&mut levels, &earlier, &slo, 0.95);
+        let mut c = crate::stats::knee::capacity(&levels, 0.9, None);
+        settle(&mut c, &levels, &[], &earlier, &slo, 0.95);
+        c
+    }
+
+    #[test]
+    fn a_floor_broken_on_its_pool_alone_is_in_doubt_while_every_load_passes() {
+        // A server failing 4%: level 1 drew 10 of 104 on its pool, 1 of 16
+        // of its own; the levels above 1 to 3 of 24 to 48. In all 22 of
+        // 368 (6.0%) is not over 5% at 95%: the floor neither is the knee
+        // nor lowers it.
+        let c = floor_on_pool(1, [1, 3, 2], Decision::Pass);
+        assert_eq!(c.knee_concurrency, 8);
+        assert!(c.knee_undecided, "the knee says it stepped over level 1");
+        assert_ne!(c.limit, Some(Limit::ErrorsAtEveryLoad));
+        // Every load failing 10% or more: the pool shows it, knee 0.
+        let c = floor_on_pool(1, [3, 5, 5], Decision::Undecided);
+        assert_eq!(c.knee_concurrency, 0);
+        assert_eq!(c.limit, Some(Limit::ErrorsAtEveryLoad));
+        // The floor's own requests show it (3 of 16, p 0.04): it stands.
+        let c = floor_on_pool(3, [1, 3, 2], Decision::Pass);
+        assert_eq!(c.knee_concurrency, 0);
+        assert_eq!(c.limit, Some(Limit::ErrorsAtEveryLoad));
     }
 }
