@@ -15,7 +15,11 @@ pool observes at most 5%".
 N1 = 35 and N2 = 70 are the sizes at 16.6 req/s with a 0.26 s hold
 (`the_least_budget_holds_one_step_and_its_confirmation`); the shedding
 engine of `cargo bench --bench open_loop` sheds about 3.3% at its model's
-start. Prints one line per true shed ratio.
+start. Prints one line per true shed ratio; then, for any rule that keeps the
+rate when at most t of n counted requests at it were shed (n = 105, the
+start's step and confirmation, and 219, the whole 3x-ladder budget), the
+lowest t that keeps a true 3.3% in at least 95% of searches, and how
+often that t keeps a rate at 4%, 5%, 6% and 8%.
 
     python3 benches/sim/confirmation_oc.py
 """
@@ -62,3 +66,10 @@ if __name__ == "__main__":
     print("true shed  kept (shipped rule)  kept (pool observes <= 5% only)")
     for p in [0.02, 0.027, 0.033, 0.039, 0.045, 0.05, 0.06, 0.08]:
         print(f"{p:9.1%}  {keeps(p, shipped):19.3f}  {keeps(p, pool_observed):31.3f}")
+
+    print()
+    print("n    t   kept at: 3.3%   4%     5%     6%     8%")
+    for n in (105, 219):
+        t = next(t for t in range(n) if sum(pmf(n, 0.033)[: t + 1]) >= 0.95)
+        kept = [sum(pmf(n, p)[: t + 1]) for p in (0.033, 0.04, 0.05, 0.06, 0.08)]
+        print(f"{n:<4} {t:<3}         " + "  ".join(f"{k:.3f}" for k in kept))
