@@ -101,6 +101,21 @@ pub struct Counts {
     pub slow: u64,
 }
 
+#[cfg(test)]
+impl Counts {
+    /// Counts of `ended` requests, `failed` of them failed, all timed and
+    /// none slow.
+    pub fn errors(ended: u64, failed: u64) -> Counts {
+        Counts {
+            ended,
+            ok: ended - failed,
+            failed,
+            timed: ended,
+            ..Counts::default()
+        }
+    }
+}
+
 impl std::ops::Add for Counts {
     type Output = Counts;
     fn add(self, o: Counts) -> Counts {

@@ -577,13 +577,7 @@ mod tests {
                 decision,
                 counted_as: decision,
                 decided_by: (decision != Decision::Pass).then_some(Basis::Errors),
-                counts: Counts {
-                    ended,
-                    ok: ended - failed,
-                    failed,
-                    timed: ended,
-                    ..Counts::default()
-                },
+                counts: Counts::errors(ended, failed),
                 ..Verdict::default()
             }),
             ..LevelSummary::default()
@@ -664,34 +658,38 @@ mod tests {
         assert_eq!(Limit::ErrorsAtEveryLoad.as_str(), "errors_at_every_load");
     }
 
-    /// Counts of `ended` requests, `failed` of them failed.
-    fn errors(ended: u64, failed: u64) -> Counts {
-        Counts {
-            ended,
-            ok: ended - failed,
-            failed,
-            timed: ended,
-            ..Counts::default()
-        }
-    }
-
     #[test]
     fn a_change_of_the_error_ratio_is_read_from_the_sweeps_since_it() {
         // Two sweeps at 10% after six at 2%: this one and the last split
         // from the rest.
-        let by_recency = [errors(80, 8), errors(80, 8), errors(80, 2), errors(480, 9)];
+        let by_recency = [
+            Counts::errors(80, 8),
+            Counts::errors(80, 8),
+            Counts::errors(80, 2),
+            Counts::errors(480, 9),
+        ];
         assert_eq!(
             since_change(&by_recency, Share::Errors),
-            Some((2, errors(160, 16)))
+            Some((2, Counts::errors(160, 16)))
         );
         // Steady at 4%: no split.
-        let steady = [errors(80, 4), errors(80, 3), errors(80, 4), errors(480, 19)];
+        let steady = [
+            Counts::errors(80, 4),
+            Counts::errors(80, 3),
+            Counts::errors(80, 4),
+            Counts::errors(480, 19),
+        ];
         assert_eq!(since_change(&steady, Share::Errors), None);
         // Back from 10% to 2%: the recent side is the lower one.
-        let back = [errors(80, 1), errors(80, 2), errors(80, 1), errors(480, 50)];
+        let back = [
+            Counts::errors(80, 1),
+            Counts::errors(80, 2),
+            Counts::errors(80, 1),
+            Counts::errors(480, 50),
+        ];
         assert_eq!(
             since_change(&back, Share::Errors),
-            Some((3, errors(240, 4)))
+            Some((3, Counts::errors(240, 4)))
         );
     }
 
@@ -714,9 +712,11 @@ mod tests {
                 8 => (24, 0, 2),
                 _ => (48, 2, 4),
             };
-            let mut w: Vec<(u64, Counts)> =
-                (1..8).rev().map(|age| (age, errors(n, before))).collect();
-            w.push((0, errors(n, last)));
+            let mut w: Vec<(u64, Counts)> = (1..8)
+                .rev()
+                .map(|age| (age, Counts::errors(n, before)))
+                .collect();
+            w.push((0, Counts::errors(n, last)));
             w
         };
         assert!(fails_at_every_load(&levels, &window, 8, &slo(), 0.95));
@@ -757,7 +757,10 @@ mod tests {
                 2 => 32,
                 _ => 12,
             };
-            (0..7).rev().map(|age| (age, errors(n, 0))).collect()
+            (0..7)
+                .rev()
+                .map(|age| (age, Counts::errors(n, 0)))
+                .collect()
         };
         assert_eq!(health_changed(&levels, &window, &slo()), Some(1));
         assert!(fails_at_every_load(&levels, &window, 4, &slo(), 0.95));
@@ -877,7 +880,7 @@ mod tests {
     fn slow_of(timed: u64, slow: u64) -> Counts {
         Counts {
             slow,
-            ..errors(timed, 0)
+            ..Counts::errors(timed, 0)
         }
     }
 
@@ -1016,13 +1019,6 @@ mod tests {
     /// 48 and 48 requests at levels 2, 4 and 8 (decided as `judged`), and
     /// as many in the sweep before: its capacity, concluded as a sweep's.
     fn floor_on_pool(floor_failed: u64, above: [u64; 3], judged: Decision) -> Capacity {
-        let counts = |ended, failed| Counts {
-            ended,
-            ok: ended - failed,
-            failed,
-            timed: ended,
-            ..Counts::default()
-        };
         let mut floor = failing(1, 16, floor_failed, Decision::Break);
         floor.verdict.as_mut().unwrap().pooled_sweeps = 5;
         let mut levels = vec![
@@ -1035,10 +1031,10 @@ mod tests {
             l.verdict.as_mut().unwrap().pooled_sweeps = 1;
         }
         let earlier = |c: u32| match c {
-            1 => vec![(1, counts(88, 9))],
-            2 => vec![(1, counts(24, above[0]))],
-            4 => vec![(1, counts(48, above[1]))],
-            _ => vec![(1, counts(48, above[2]))],
+            1 => vec![(1, Counts::errors(88, 9))],
+            2 => vec![(1, Counts::errors(24, above[0]))],
+            4 => vec![(1, Counts::errors(48, above[1]))],
+            _ => vec![(1, Counts::errors(48, above[2]))],
         };
         let slo = slo();
         doubt_pooled_floor(&mut levels, &earlier, &slo, 0.95);

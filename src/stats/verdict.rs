@@ -466,13 +466,7 @@ mod tests {
     #[test]
     fn no_single_sweep_makes_a_pooled_break() {
         let slo = slo(1000, 0.05, 0.05);
-        let c = |ended, failed| Counts {
-            ended,
-            ok: ended - failed,
-            failed,
-            timed: ended,
-            ..Counts::default()
-        };
+        let c = Counts::errors;
         // A burst of 6 of 34 beside 0 of 12: 6 of 46 is over 5% at 95%,
         // but without the burst nothing is over the limit.
         let v = decide(&[c(12, 0)], &c(34, 6), &slo, 0.95);
