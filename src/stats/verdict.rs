@@ -125,6 +125,45 @@ pub fn pass_in_doubt(verdict: &Verdict, own: &Counts, slo: &Slo) -> bool {
     verdict.decision == Decision::Pass && !within_observed(own, slo)
 }
 
+/// The part of the error limit over which a level's first pass puts its
+/// errors in doubt ([`errors_in_doubt`]), when the pass is [`fine`]. After
+/// a rise from 2% to 10% of errors, level 8's first 24 requests draw one
+/// error (4%) or none in 29% of sweeps (binomial); sent on only over the limit,
+/// those sweeps added nothing to the change split, and the rise took 4 or
+/// 5 sweeps to read knee 0 in 5 to 10 of 48 loops (BENCHMARKS.md).
+pub const FIRST_PASS_DOUBT: f64 = 0.5;
+
+/// How many times a level's `verdict_ceiling` it may send while its errors
+/// are in doubt ([`errors_in_doubt`]): the requests of the sweeps since a
+/// rise are what the change split of the health test weighs, and a level
+/// in doubt is where they are sent (BENCHMARKS.md).
+pub const DOUBT_CEILING: u64 = 2;
+
+/// Whether a pass of `n` requests observes its errors within the limit
+/// with one failure in it (1 of 24 at a 5% limit does; 1 of 12 does not).
+/// A coarser pass is in doubt on any one failure, and sending it on as far
+/// as a fine one drew false breaks at a server steady at 4% of errors
+/// (level 2 broke on 4 errors of 40, and its pool held the break for 2
+/// more sweeps).
+pub fn fine(n: u64, slo: &Slo) -> bool {
+    n > 0 && 1.0 / n as f64 <= slo.max_error_ratio
+}
+
+/// Whether a level that `verdict` does not break has its errors in doubt
+/// after this sweep's own requests (`own`): they observe an error ratio
+/// over the limit, or, after a first pass that is [`fine`] (`first_fine`),
+/// over [`FIRST_PASS_DOUBT`] of it. A rise of the error ratio may have
+/// begun, and the level spends more requests: its pool still holds the
+/// ratio from before, and the change split of the health test
+/// (`stats::limit`) finds the rise from the requests of the sweeps since
+/// it. On errors only: sent so far on slow requests, a server holding 10%
+/// of its requests at any load read knee 1 `compute` (`tests/verdicts.rs`).
+pub fn errors_in_doubt(verdict: &Verdict, own: &Counts, slo: &Slo, first_fine: bool) -> bool {
+    let part = if first_fine { FIRST_PASS_DOUBT } else { 1.0 };
+    verdict.decision != Decision::Break
+        && binomial::ratio(own.failed, own.ended) > slo.max_error_ratio * part
+}
+
 /// What an undecided level counts as, from the level's `last_decided`
 /// verdict on this server and this sweep's own counts (`own`): that
 /// verdict, but a break only while this sweep's own requests still observe
@@ -647,6 +686,33 @@ mod tests {
         let v = decide(&window, &sweep_counts(24, 1), &slo, 0.95);
         assert_eq!(v.decision, Decision::Pass, "{v:?}");
         assert!(!pass_in_doubt(&v, &sweep_counts(24, 1), &slo));
+    }
+
+    #[test]
+    fn errors_are_in_doubt_near_the_limit_after_a_fine_first_pass() {
+        let slo = slo(500, 0.05, 0.05);
+        let window = vec![sweep_counts(56, 1)];
+        // 1 of 24 (4.2%) is over half the limit: in doubt after a fine
+        // first pass, not after more.
+        let v = decide(&window, &sweep_counts(24, 1), &slo, 0.95);
+        assert_eq!(v.decision, Decision::Pass, "{v:?}");
+        assert!(errors_in_doubt(&v, &sweep_counts(24, 1), &slo, true));
+        assert!(!errors_in_doubt(&v, &sweep_counts(24, 1), &slo, false));
+        // 1 of 48 (2.1%) is not over half the limit; 3 of 48 is over it.
+        assert!(!errors_in_doubt(&v, &sweep_counts(48, 1), &slo, true));
+        assert!(errors_in_doubt(&v, &sweep_counts(48, 3), &slo, false));
+        // One failure observes 4.2% of 24, 8.3% of 12.
+        assert!(fine(24, &slo) && !fine(12, &slo) && !fine(0, &slo));
+        // An undecided level is in doubt as a pass is; a break is not.
+        let mut u = v.clone();
+        u.decision = Decision::Undecided;
+        assert!(errors_in_doubt(&u, &sweep_counts(24, 2), &slo, false));
+        u.decision = Decision::Break;
+        assert!(!errors_in_doubt(&u, &sweep_counts(24, 2), &slo, false));
+        // Slow requests alone put no level's errors in doubt.
+        let mut slow = sweep_counts(24, 0);
+        slow.slow = 6;
+        assert!(!errors_in_doubt(&v, &slow, &slo, true));
     }
 
     fn sweep_counts(n: u64, bad: u64) -> Counts {

@@ -115,10 +115,13 @@ struct Judged {
 
 /// Runs the counted passes over a level from places the caller holds: its
 /// planned count `n`, then, while the verdict (pooled with what earlier
-/// sweeps saw, `prior`) is undecided, or (above the lowest level) passes
-/// on that pool while this sweep's own requests observe a share over its
-/// limit ([`verdict::pass_in_doubt`]), `n` more, up to the target's
-/// `verdict_ceiling` times `n`. Still undecided, the level counts as it was
+/// sweeps saw, `prior`) is undecided, `n` more, up to the target's
+/// `verdict_ceiling` times `n`, and so while (above the lowest level) it
+/// passes on that pool while this sweep's own requests observe a share over
+/// its limit ([`verdict::pass_in_doubt`]); while they put its errors in
+/// doubt ([`verdict::errors_in_doubt`]), up to [`verdict::DOUBT_CEILING`]
+/// times that when `n` is [`verdict::fine`].
+/// Still undecided, the level counts as it was
 /// last decided on this server (a break only while this sweep's own
 /// requests still observe it, [`verdict::stand_in`]), or, when it never
 /// was, as undecided: it neither raises nor lowers the knee, which says so.
@@ -131,6 +134,13 @@ async fn judge_level(
 ) -> Judged {
     let window = &prior.window;
     let ceiling = n.saturating_mul(u64::from(target.verdict_ceiling.max(1)));
+    let fine = verdict::fine(n, &target.slo);
+    // A ceiling of 1 is an operator's "no more requests".
+    let doubt_ceiling = if fine && target.verdict_ceiling > 1 {
+        ceiling.saturating_mul(verdict::DOUBT_CEILING)
+    } else {
+        ceiling
+    };
     let mut all = closed_loop::Measured {
         samples: Vec::new(),
         wall: Duration::ZERO,
@@ -141,7 +151,7 @@ async fn judge_level(
     let mut before = Counts::default();
     let mut planned = 0;
     loop {
-        let step = n.min(ceiling - planned);
+        let step = n.min(doubt_ceiling - planned);
         let tally = target
             .early_stop
             .then(|| Tally::new(step, &target.slo, target.verdict_confidence, before, window));
@@ -172,9 +182,11 @@ async fn judge_level(
         // load (knee 0), and extra passes there, drawn after an unlucky
         // first one, broke it falsely on a server failing 4% (BENCHMARKS.md).
         let lowest = target.levels.first().is_some_and(|&l| concurrency <= l);
-        let more = (verdict.decision == Decision::Undecided
-            || (!lowest && verdict::pass_in_doubt(&verdict, &before, &target.slo)))
-            && planned < ceiling
+        let doubt = !lowest && verdict::pass_in_doubt(&verdict, &before, &target.slo);
+        let errors_doubt = !lowest
+            && verdict::errors_in_doubt(&verdict, &before, &target.slo, fine && planned == n);
+        let more = ((verdict.decision == Decision::Undecided || doubt) && planned < ceiling
+            || errors_doubt && planned < doubt_ceiling)
             && !run.cancel.is_cancelled()
             // An answer over the output limit restarts the workload anyway.
             && run.watch.as_ref().map_or(true, |w| w.unbounded().is_none());
