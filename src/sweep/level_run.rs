@@ -120,7 +120,7 @@ struct Judged {
 /// passes on that pool while this sweep's own requests observe a share over
 /// its limit ([`verdict::pass_in_doubt`]); while they put its errors in
 /// doubt ([`verdict::errors_in_doubt`]), up to [`verdict::DOUBT_CEILING`]
-/// times that when `n` is [`verdict::fine`].
+/// times that when `n` is [`verdict::fine`] and the ceiling is over 1.
 /// Still undecided, the level counts as it was
 /// last decided on this server (a break only while this sweep's own
 /// requests still observe it, [`verdict::stand_in`]), or, when it never
