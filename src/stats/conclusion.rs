@@ -67,7 +67,7 @@ pub fn conclude(
     } = climb;
     levels.sort_by_key(|l| l.concurrency);
     doubt_stand_ins(&mut levels);
-    limit::doubt_pooled_floor(&mut levels, window, &target.slo, target.verdict_confidence);
+    limit::doubt_pooled_breaks(&mut levels, window, &target.slo, target.verdict_confidence);
     // Why climbing stopped: the lowest level that broke the SLO or could not
     // keep its concurrency, else what kept a level from being measured.
     let stopped_because = levels

@@ -234,33 +234,53 @@ impl HealthPool {
     }
 }
 
-/// Counts the lowest of `levels` (sorted by concurrency) undecided when its
+/// Counts a level of `levels` (sorted by concurrency) undecided when its
 /// break on errors rests on its pool alone ([`break_rests_on_pool`]) while
 /// the workload's errors, pooled over its levels as [`fails_at_every_load`]
-/// pools them, are not over `max_error_ratio` at `confidence`. Such a break
-/// read knee 0 (`errors_at_every_load`) where the levels above passed: a
-/// server failing 4% drew 10 errors in 104 requests at level 1 and read 0
-/// for 6 sweeps while levels 2 to 8 measured 1 to 3 errors of 24 to 48
-/// (BENCHMARKS.md). A break that a sweep's own requests show, or one that
-/// every load's errors together show, stands.
-pub fn doubt_pooled_floor(
+/// pools them, are not over `max_error_ratio` at `confidence`: the lowest
+/// level so, and one above it when a level above that passed in this sweep
+/// (errors that grow with load do not pass above where they broke). Such a
+/// break at the lowest level read knee 0 (`errors_at_every_load`) where the
+/// levels above passed: a server failing 4% drew 10 errors in 104 requests
+/// at level 1 and read 0 for 6 sweeps while levels 2 to 8 measured 1 to 3
+/// errors of 24 to 48 (BENCHMARKS.md); at level 2, 3 errors of 32 read
+/// knee 1 for 4 sweeps while levels 4 and 8 passed. A break that a sweep's
+/// own requests show, or one that every load's errors together show, stands.
+pub fn doubt_pooled_breaks(
     levels: &mut [LevelSummary],
     earlier: &dyn Fn(u32) -> Vec<(u64, Counts)>,
     slo: &Slo,
     confidence: f64,
 ) {
-    let in_doubt = levels
-        .first()
-        .is_some_and(|l| broke_on_errors(l, slo) && break_rests_on_pool(l, slo, confidence))
-        && !HealthPool::of(levels, earlier, slo, Share::Errors).over(slo, confidence);
-    if !in_doubt {
+    let doubted: Vec<usize> = (0..levels.len())
+        .filter(|&i| {
+            let l = &levels[i];
+            broke_on_errors(l, slo)
+                && break_rests_on_pool(l, slo, confidence)
+                && (i == 0 || levels[i + 1..].iter().any(passed))
+        })
+        .collect();
+    if doubted.is_empty()
+        || HealthPool::of(levels, earlier, slo, Share::Errors).over(slo, confidence)
+    {
         return;
     }
-    let lowest = &mut levels[0];
-    if let Some(v) = lowest.verdict.as_mut() {
-        v.counted_as = Decision::Undecided;
+    for i in doubted {
+        let l = &mut levels[i];
+        if let Some(v) = l.verdict.as_mut() {
+            v.counted_as = Decision::Undecided;
+        }
+        l.within_slo = false;
     }
-    lowest.within_slo = false;
+}
+
+/// Whether `l` passed in this sweep, on its own verdict (not a stand-in).
+fn passed(l: &LevelSummary) -> bool {
+    l.within_slo
+        && l.kept_concurrency
+        && l.verdict
+            .as_ref()
+            .is_some_and(|v| v.decision == Decision::Pass)
 }
 
 /// Whether `l` broke on errors or on latency on its pool alone (or,
@@ -1037,7 +1057,7 @@ mod tests {
             _ => vec![(1, Counts::errors(48, above[2]))],
         };
         let slo = slo();
-        doubt_pooled_floor(&mut levels, &earlier, &slo, 0.95);
+        doubt_pooled_breaks(&mut levels, &earlier, &slo, 0.95);
         let mut c = crate::stats::knee::capacity(&levels, 0.9, None);
         settle(&mut c, &levels, &[], &earlier, &slo, 0.95);
         c
@@ -1061,5 +1081,48 @@ mod tests {
         let c = floor_on_pool(3, [1, 3, 2], Decision::Pass);
         assert_eq!(c.knee_concurrency, 0);
         assert_eq!(c.limit, Some(Limit::ErrorsAtEveryLoad));
+    }
+
+    /// Level 2 broken on its pool (this sweep's 3 of 32, 6 of 64 pooled),
+    /// level 1 passing, levels 4 and 8 at `above` errors of 24 and 48,
+    /// each `judged`; the knee after the rule.
+    fn level_2_on_pool(above: [u64; 2], judged: Decision) -> Capacity {
+        let mut two = failing(2, 32, 3, Decision::Break);
+        two.verdict.as_mut().unwrap().pooled_sweeps = 1;
+        let mut levels = vec![
+            failing(1, 8, 0, Decision::Pass),
+            two,
+            failing(4, 24, above[0], judged),
+            failing(8, 48, above[1], judged),
+        ];
+        for l in &mut levels {
+            l.verdict.as_mut().unwrap().pooled_sweeps = 1;
+        }
+        let earlier = |c: u32| match c {
+            1 => vec![(1, Counts::errors(64, 2))],
+            2 => vec![(1, Counts::errors(32, 3))],
+            4 => vec![(1, Counts::errors(24, above[0]))],
+            _ => vec![(1, Counts::errors(48, above[1]))],
+        };
+        let slo = slo();
+        doubt_pooled_breaks(&mut levels, &earlier, &slo, 0.95);
+        let mut c = crate::stats::knee::capacity(&levels, 0.9, None);
+        settle(&mut c, &levels, &[], &earlier, &slo, 0.95);
+        c
+    }
+
+    #[test]
+    fn a_break_on_its_pool_alone_below_a_level_that_passes_is_in_doubt() {
+        // A server failing 4%: level 2's 6 of 64 on its pool (3 of 32 of
+        // its own, p 0.21) read knee 1 `errors` for 4 sweeps while levels
+        // 4 and 8 passed. It neither is the knee nor lowers it now.
+        let c = level_2_on_pool([0, 1], Decision::Pass);
+        assert_eq!(c.knee_concurrency, 8);
+        assert!(c.knee_undecided, "the knee says it stepped over level 2");
+        // Errors that grow with load break the levels above too: no level
+        // above passes, and the break stands.
+        let c = level_2_on_pool([6, 12], Decision::Break);
+        assert_eq!(c.knee_concurrency, 1);
+        assert_eq!(c.limit, Some(Limit::Errors));
     }
 }
