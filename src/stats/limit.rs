@@ -1050,11 +1050,25 @@ mod tests {
         for l in &mut levels[1..] {
             l.verdict.as_mut().unwrap().pooled_sweeps = 1;
         }
-        let earlier = |c: u32| match c {
-            1 => vec![(1, Counts::errors(88, 9))],
-            2 => vec![(1, Counts::errors(24, above[0]))],
-            4 => vec![(1, Counts::errors(48, above[1]))],
-            _ => vec![(1, Counts::errors(48, above[2]))],
+        let before = [
+            (1, Counts::errors(88, 9)),
+            (2, Counts::errors(24, above[0])),
+            (4, Counts::errors(48, above[1])),
+            (8, Counts::errors(48, above[2])),
+        ];
+        concluded(levels, &before)
+    }
+
+    /// The capacity of `levels`, concluded as a sweep's (pooled breaks
+    /// weighed, [`doubt_pooled_breaks`]), with `before` the counts each
+    /// level drew in the sweep before.
+    fn concluded(mut levels: Vec<LevelSummary>, before: &[(u32, Counts)]) -> Capacity {
+        let earlier = |c: u32| -> Vec<(u64, Counts)> {
+            before
+                .iter()
+                .filter(|(l, _)| *l == c)
+                .map(|(_, n)| (1, *n))
+                .collect()
         };
         let slo = slo();
         doubt_pooled_breaks(&mut levels, &earlier, &slo, 0.95);
@@ -1087,28 +1101,22 @@ mod tests {
     /// level 1 passing, levels 4 and 8 at `above` errors of 24 and 48,
     /// each `judged`; the knee after the rule.
     fn level_2_on_pool(above: [u64; 2], judged: Decision) -> Capacity {
-        let mut two = failing(2, 32, 3, Decision::Break);
-        two.verdict.as_mut().unwrap().pooled_sweeps = 1;
         let mut levels = vec![
             failing(1, 8, 0, Decision::Pass),
-            two,
+            failing(2, 32, 3, Decision::Break),
             failing(4, 24, above[0], judged),
             failing(8, 48, above[1], judged),
         ];
         for l in &mut levels {
             l.verdict.as_mut().unwrap().pooled_sweeps = 1;
         }
-        let earlier = |c: u32| match c {
-            1 => vec![(1, Counts::errors(64, 2))],
-            2 => vec![(1, Counts::errors(32, 3))],
-            4 => vec![(1, Counts::errors(24, above[0]))],
-            _ => vec![(1, Counts::errors(48, above[1]))],
-        };
-        let slo = slo();
-        doubt_pooled_breaks(&mut levels, &earlier, &slo, 0.95);
-        let mut c = crate::stats::knee::capacity(&levels, 0.9, None);
-        settle(&mut c, &levels, &[], &earlier, &slo, 0.95);
-        c
+        let before = [
+            (1, Counts::errors(64, 2)),
+            (2, Counts::errors(32, 3)),
+            (4, Counts::errors(24, above[0])),
+            (8, Counts::errors(48, above[1])),
+        ];
+        concluded(levels, &before)
     }
 
     #[test]
