@@ -651,7 +651,7 @@ mod tests {
     #[test]
     fn a_break_stands_in_only_while_this_sweeps_requests_show_it() {
         let slo = slo(500, 0.05, 0.05);
-        let own = |failed| sweep_counts(32, failed);
+        let own = |failed| Counts::errors(32, failed);
         // 1 error of 32 (3%) no longer shows the break its pool decided.
         assert_eq!(
             stand_in(Some(Decision::Break), &own(1), &slo),
@@ -674,56 +674,45 @@ mod tests {
     fn a_pass_on_the_pool_is_in_doubt_while_this_sweeps_requests_break_it() {
         let slo = slo(500, 0.05, 0.05);
         // Seven sweeps of 8 at 2% errors, then this one's 1 of 8 (12.5%).
-        let window = vec![sweep_counts(56, 1)];
-        let v = decide(&window, &sweep_counts(8, 1), &slo, 0.95);
+        let window = vec![Counts::errors(56, 1)];
+        let v = decide(&window, &Counts::errors(8, 1), &slo, 0.95);
         assert_eq!(v.decision, Decision::Pass, "{v:?}");
-        assert!(pass_in_doubt(&v, &sweep_counts(8, 1), &slo));
+        assert!(pass_in_doubt(&v, &Counts::errors(8, 1), &slo));
         // 0 of 8 this sweep: a pass without doubt.
-        let v = decide(&window, &sweep_counts(8, 0), &slo, 0.95);
+        let v = decide(&window, &Counts::errors(8, 0), &slo, 0.95);
         assert_eq!(v.decision, Decision::Pass, "{v:?}");
-        assert!(!pass_in_doubt(&v, &sweep_counts(8, 0), &slo));
+        assert!(!pass_in_doubt(&v, &Counts::errors(8, 0), &slo));
         // 1 of 24 (4.2%) is within the limit again.
-        let v = decide(&window, &sweep_counts(24, 1), &slo, 0.95);
+        let v = decide(&window, &Counts::errors(24, 1), &slo, 0.95);
         assert_eq!(v.decision, Decision::Pass, "{v:?}");
-        assert!(!pass_in_doubt(&v, &sweep_counts(24, 1), &slo));
+        assert!(!pass_in_doubt(&v, &Counts::errors(24, 1), &slo));
     }
 
     #[test]
     fn errors_are_in_doubt_near_the_limit_after_a_fine_first_pass() {
         let slo = slo(500, 0.05, 0.05);
-        let window = vec![sweep_counts(56, 1)];
+        let window = vec![Counts::errors(56, 1)];
         // 1 of 24 (4.2%) is over half the limit: in doubt after a fine
         // first pass, not after more.
-        let v = decide(&window, &sweep_counts(24, 1), &slo, 0.95);
+        let v = decide(&window, &Counts::errors(24, 1), &slo, 0.95);
         assert_eq!(v.decision, Decision::Pass, "{v:?}");
-        assert!(errors_in_doubt(&v, &sweep_counts(24, 1), &slo, true));
-        assert!(!errors_in_doubt(&v, &sweep_counts(24, 1), &slo, false));
+        assert!(errors_in_doubt(&v, &Counts::errors(24, 1), &slo, true));
+        assert!(!errors_in_doubt(&v, &Counts::errors(24, 1), &slo, false));
         // 1 of 48 (2.1%) is not over half the limit; 3 of 48 is over it.
-        assert!(!errors_in_doubt(&v, &sweep_counts(48, 1), &slo, true));
-        assert!(errors_in_doubt(&v, &sweep_counts(48, 3), &slo, false));
+        assert!(!errors_in_doubt(&v, &Counts::errors(48, 1), &slo, true));
+        assert!(errors_in_doubt(&v, &Counts::errors(48, 3), &slo, false));
         // One failure observes 4.2% of 24, 8.3% of 12.
         assert!(fine(24, &slo) && !fine(12, &slo) && !fine(0, &slo));
         // An undecided level is in doubt as a pass is; a break is not.
         let mut u = v.clone();
         u.decision = Decision::Undecided;
-        assert!(errors_in_doubt(&u, &sweep_counts(24, 2), &slo, false));
+        assert!(errors_in_doubt(&u, &Counts::errors(24, 2), &slo, false));
         u.decision = Decision::Break;
-        assert!(!errors_in_doubt(&u, &sweep_counts(24, 2), &slo, false));
+        assert!(!errors_in_doubt(&u, &Counts::errors(24, 2), &slo, false));
         // Slow requests alone put no level's errors in doubt.
-        let mut slow = sweep_counts(24, 0);
+        let mut slow = Counts::errors(24, 0);
         slow.slow = 6;
         assert!(!errors_in_doubt(&v, &slow, &slo, true));
-    }
-
-    fn sweep_counts(n: u64, bad: u64) -> Counts {
-        Counts {
-            ended: n,
-            ok: n - bad,
-            shed: 0,
-            failed: bad,
-            timed: n,
-            slow: 0,
-        }
     }
 
     #[test]
@@ -731,17 +720,17 @@ mod tests {
         let slo = slo(1000, 0.05, 0.05);
         // 15% errors, 9 in the 56 requests of seven earlier sweeps.
         let window = vec![
-            sweep_counts(8, 1),
-            sweep_counts(8, 2),
-            sweep_counts(8, 1),
-            sweep_counts(8, 0),
-            sweep_counts(8, 2),
-            sweep_counts(8, 1),
-            sweep_counts(8, 2),
+            Counts::errors(8, 1),
+            Counts::errors(8, 2),
+            Counts::errors(8, 1),
+            Counts::errors(8, 0),
+            Counts::errors(8, 2),
+            Counts::errors(8, 1),
+            Counts::errors(8, 2),
         ];
         // One error in this sweep's 8 is no break alone; pooled with seven
         // earlier sweeps (10 errors in 64) it breaks.
-        let one = sweep_counts(8, 1);
+        let one = Counts::errors(8, 1);
         assert_eq!(decide(&[], &one, &slo, 0.95).decision, Decision::Undecided);
         let v = decide(&window, &one, &slo, 0.95);
         assert_eq!(
@@ -752,7 +741,7 @@ mod tests {
         // A clean sweep passes alone; pooled, it does not show the break
         // its pool holds: undecided (it is sent more requests), neither a
         // pass nor a break.
-        let clean = sweep_counts(8, 0);
+        let clean = Counts::errors(8, 0);
         assert_eq!(decide(&[], &clean, &slo, 0.95).decision, Decision::Pass);
         let v = decide(&window, &clean, &slo, 0.95);
         assert_eq!(
@@ -760,8 +749,8 @@ mod tests {
             (Decision::Undecided, Some(Basis::Errors))
         );
         // 2%: one error in this sweep's 8 is undecided alone, a pass pooled.
-        let window = vec![sweep_counts(8, 0); 7];
-        let one = sweep_counts(8, 1);
+        let window = vec![Counts::errors(8, 0); 7];
+        let one = Counts::errors(8, 1);
         assert_eq!(decide(&[], &one, &slo, 0.95).decision, Decision::Undecided);
         assert_eq!(decide(&window, &one, &slo, 0.95).decision, Decision::Pass);
     }
@@ -770,8 +759,8 @@ mod tests {
     fn a_change_drops_the_pool_both_ways() {
         let slo = slo(1000, 0.05, 0.05);
         // Capacity dropped: 18 of 20 shed where 168 requests were clean.
-        let window = vec![sweep_counts(24, 0); 7];
-        let mut dropped = sweep_counts(20, 0);
+        let window = vec![Counts::errors(24, 0); 7];
+        let mut dropped = Counts::errors(20, 0);
         dropped.shed = 18;
         dropped.ok = 2;
         dropped.timed = 2;
@@ -784,7 +773,7 @@ mod tests {
         assert_eq!((v.requests, v.pooled_sweeps), (20, 0));
         // Capacity came back: a clean sweep after sweeps that shed 18 of 20.
         let window = vec![dropped; 7];
-        let v = decide(&window, &sweep_counts(24, 0), &slo, 0.95);
+        let v = decide(&window, &Counts::errors(24, 0), &slo, 0.95);
         assert_eq!((v.decision, v.change_seen), (Decision::Pass, true));
     }
 
@@ -945,7 +934,7 @@ mod tests {
         // that forgets the pending requests is caught.
         let slo = slo(1000, 0.2, 0.2);
         let kinds = [ok(100), ok(1000), ok(1200), shed()];
-        let pools = [vec![], vec![sweep_counts(16, 0)]];
+        let pools = [vec![], vec![Counts::errors(16, 0)]];
         let (mut fired, mut caught) = (0, 0);
         for window in &pools {
             for n in 6..=7u32 {
