@@ -10,6 +10,8 @@ use std::sync::OnceLock;
 use llmprobe::config::{self, Env};
 use proptest::prelude::*;
 
+mod support;
+
 /// No environment at all: the loader must not depend on the test's.
 struct NoEnv;
 
@@ -21,13 +23,13 @@ impl Env for NoEnv {
 }
 
 /// A directory of this run, holding the configs and a prompts file they can
-/// name (written once: the tests run in parallel and read it).
+/// name (written once: the tests run in parallel and read it). The tests'
+/// own directory, which a later run removes: one of this test's own per run
+/// was left in `$TMPDIR` for good.
 fn dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir =
-            std::env::temp_dir().join(format!("llmprobe-config-props-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = support::paths::fresh_dir("config-props");
         std::fs::write(dir.join("prompts.jsonl"), "one\n\"two\"\n").unwrap();
         dir
     })
