@@ -20,9 +20,10 @@
 //! With earlier sweeps pooled, a break also needs the share shown over its
 //! limit, at the weak [`REST_ALPHA`], without the sweep that holds the
 //! most of it ([`not_one_sweep`]): one burst does not break a level for as
-//! long as the pool holds it. Nor does one earlier sweep hold it undecided:
-//! a pooled share is over its limit only while it is so without the earlier
-//! sweep furthest over it ([`over_without_worst_earlier`]).
+//! long as the pool holds it. Nor does one earlier sweep hold undecided a
+//! level whose own requests are within the limit: its pooled share is over
+//! only while it is so without the earlier sweep furthest over it
+//! ([`over_without_worst_earlier`]).
 //!
 //! Evidence may be pooled from earlier sweeps ([`decide`]'s `window`); it is
 //! left out when this sweep's counts differ from it beyond chance
@@ -252,9 +253,12 @@ fn shown_without_worst(k: u64, n: u64, limit: f64) -> bool {
 /// sweep otherwise held a level undecided for as long as the pool kept it
 /// over: at 4% of errors, a fresh loop's first sweep broke level 8 on 4 of
 /// 20, and the next two, at 4 of 96 and 6 of 120 of their own, read knee 4
-/// undecided (BENCHMARKS.md). This sweep's own requests are never left
-/// out: a share they observe over the limit is what the doubt rules
-/// ([`pass_in_doubt`], [`errors_in_doubt`]) send more requests for.
+/// undecided (BENCHMARKS.md). Asked only when this sweep's own requests
+/// observe the share within its limit: one that they observe over it
+/// keeps the level undecided, and sending more, as before. A pass there
+/// would stop the lowest level after one pass (the doubt rules leave it
+/// out), and after a rise the sweep furthest over the limit is the one
+/// just after it, whose requests the change split needs more of.
 fn over_without_worst_earlier(window: &[Counts], current: &Counts, i: usize, slo: &Slo) -> bool {
     let limit = slo_limit(slo, i);
     let share = |c: &Counts| {
@@ -332,7 +336,9 @@ fn decision(window: &[Counts], current: &Counts, slo: &Slo, alpha: f64) -> Decid
         .enumerate()
         .find(|(i, (_, k, n, limit))| {
             binomial::ratio(*k, *n) > *limit
-                && (pooled_sweeps == 0 || over_without_worst_earlier(window, current, *i, slo))
+                && (pooled_sweeps == 0
+                    || still_shown(&own[*i])
+                    || over_without_worst_earlier(window, current, *i, slo))
         })
         .map(|(_, s)| (Decision::Undecided, Some(s.0)));
     let (decision, decided_by) = broke
@@ -592,6 +598,11 @@ mod tests {
         );
         // This sweep's own share is never left out.
         let v = decide(&[c(48, 1)], &c(48, 6), &slo, 0.95);
+        assert_eq!(v.decision, Decision::Undecided);
+        // Nor is the earlier sweep while this sweep's own requests observe
+        // the share over the limit (2 of 24): 2 of 84 without 6 of 20
+        // would pass, 8 of 104 with it is over.
+        let v = decide(&[c(20, 6), c(60, 0)], &c(24, 2), &slo, 0.95);
         assert_eq!(v.decision, Decision::Undecided);
     }
 
