@@ -21,9 +21,9 @@
 //! limit, at the weak [`REST_ALPHA`], without the sweep that holds the
 //! most of it ([`not_one_sweep`]): one burst does not break a level for as
 //! long as the pool holds it. Nor does one earlier sweep hold undecided a
-//! level whose own requests are within the limit: its pooled share is over
-//! only while it is so without the earlier sweep furthest over it
-//! ([`over_without_worst_earlier`]).
+//! level whose own requests are within the limit, once they are as many
+//! as that sweep's: its pooled share is over only while it is so without
+//! the earlier sweep furthest over it ([`over_without_worst_earlier`]).
 //!
 //! Evidence may be pooled from earlier sweeps ([`decide`]'s `window`); it is
 //! left out when this sweep's counts differ from it beyond chance
@@ -249,7 +249,9 @@ fn shown_without_worst(k: u64, n: u64, limit: f64) -> bool {
 /// Whether earlier sweeps (`window`) pooled with `current` observe share
 /// `i` over its limit without the earlier sweep furthest over it (the most
 /// requests beyond the limit's share: sweeps differ in size, and a level
-/// stopped early on 4 errors of 20 is worse than 4 of 96). One unlucky
+/// stopped early on 4 errors of 20 is worse than 4 of 96), once this
+/// sweep's own requests in the share are at least as many as that sweep's
+/// (before, the pool stands, and the level sends more). One unlucky
 /// sweep otherwise held a level undecided for as long as the pool kept it
 /// over: at 4% of errors, a fresh loop's first sweep broke level 8 on 4 of
 /// 20, and the next two, at 4 of 96 and 6 of 120 of their own, read knee 4
@@ -257,8 +259,11 @@ fn shown_without_worst(k: u64, n: u64, limit: f64) -> bool {
 /// observe the share within its limit: one that they observe over it
 /// keeps the level undecided, and sending more, as before. A pass there
 /// would stop the lowest level after one pass (the doubt rules leave it
-/// out), and after a rise the sweep furthest over the limit is the one
-/// just after it, whose requests the change split needs more of.
+/// out). After a rise, the sweep furthest over the limit is the first
+/// after it (17 errors of 168 at level 8, its pool restarted by the
+/// change), and the change split needs the requests of the sweeps after
+/// it: 0 of 24 of this sweep's own outweighed it, and the rise took 5
+/// sweeps to read knee 0.
 fn over_without_worst_earlier(window: &[Counts], current: &Counts, i: usize, slo: &Slo) -> bool {
     let limit = slo_limit(slo, i);
     let share = |c: &Counts| {
@@ -271,6 +276,9 @@ fn over_without_worst_earlier(window: &[Counts], current: &Counts, i: usize, slo
         .map(share)
         .max_by(|a, b| beyond(*a).total_cmp(&beyond(*b)))
         .unwrap_or((0, 0));
+    if share(current).1 < worst.1 {
+        return true;
+    }
     let (k, n) = window
         .iter()
         .chain([current])
@@ -599,6 +607,12 @@ mod tests {
         // This sweep's own share is never left out.
         let v = decide(&[c(48, 1)], &c(48, 6), &slo, 0.95);
         assert_eq!(v.decision, Decision::Undecided);
+        // Nor while this sweep's own requests are fewer than its: after a
+        // rise, 17 of 168 just after it, then 0 of 24 (the level sends more).
+        let v = decide(&[c(168, 17)], &c(24, 0), &slo, 0.95);
+        assert_eq!(v.decision, Decision::Undecided);
+        let v = decide(&[c(168, 17)], &c(168, 6), &slo, 0.95);
+        assert_eq!(v.decision, Decision::Pass);
         // Nor is the earlier sweep while this sweep's own requests observe
         // the share over the limit (2 of 24): 2 of 84 without 6 of 20
         // would pass, 8 of 104 with it is over.
