@@ -607,15 +607,16 @@ mod tests {
         // This sweep's own share is never left out.
         let v = decide(&[c(48, 1)], &c(48, 6), &slo, 0.95);
         assert_eq!(v.decision, Decision::Undecided);
-        // Nor while this sweep's own requests are fewer than its: after a
-        // rise, 17 of 168 just after it, then 0 of 24 (the level sends more).
+        // The earlier sweep stays in while this sweep's own requests are
+        // fewer than its: after a rise, 17 of 168 just after it, then 0 of
+        // 24 (the level is undecided, and sends more); 6 of 168 leave it out.
         let v = decide(&[c(168, 17)], &c(24, 0), &slo, 0.95);
         assert_eq!(v.decision, Decision::Undecided);
         let v = decide(&[c(168, 17)], &c(168, 6), &slo, 0.95);
         assert_eq!(v.decision, Decision::Pass);
-        // Nor is the earlier sweep while this sweep's own requests observe
-        // the share over the limit (2 of 24): 2 of 84 without 6 of 20
-        // would pass, 8 of 104 with it is over.
+        // And while this sweep's own requests observe the share over the
+        // limit (2 of 24): 2 of 84 without 6 of 20 would pass, 8 of 104
+        // with it is over.
         let v = decide(&[c(20, 6), c(60, 0)], &c(24, 2), &slo, 0.95);
         assert_eq!(v.decision, Decision::Undecided);
     }
