@@ -270,25 +270,22 @@ async fn a_level_whose_errors_this_sweep_puts_in_doubt_sends_more_requests() {
         let r = l.sweep(&target, &at).await;
         for level in &r.workloads[0].levels {
             let Some(v) = &level.verdict else { continue };
+            // The rule judges unbroken configured levels above the lowest.
+            if level.concurrency == 1
+                || level.role != LevelRole::Configured
+                || v.decision == Decision::Break
+            {
+                continue;
+            }
             let n = (3 * u64::from(level.concurrency)).max(8);
             let fine = verdict::fine(n, &target.slo);
             let ceiling = if fine { 8 } else { 4 } * n;
             // One error of a fine first pass (1 of 24) is over half the
             // limit: the level may not stop there.
-            if fine
-                && level.concurrency > 1
-                && level.role == LevelRole::Configured
-                && v.decision != Decision::Break
-                && level.planned_requests == n
-                && v.counts.failed > 0
-            {
+            if fine && level.planned_requests == n && v.counts.failed > 0 {
                 near_after_one_pass.push((sweep, level.concurrency, v.counts.failed));
             }
-            if level.concurrency > 1
-                && level.role == LevelRole::Configured
-                && v.decision != Decision::Break
-                && v.counts.failed as f64 > v.counts.ended as f64 * target.slo.max_error_ratio
-            {
+            if v.counts.failed as f64 > v.counts.ended as f64 * target.slo.max_error_ratio {
                 over_and_passed.push((
                     sweep,
                     level.concurrency,

@@ -69,6 +69,12 @@ pub const SLOW_SHARE: f64 = 1.0 - DECISION_QUANTILE;
 pub const REST_ALPHA: f64 = 0.25;
 
 impl Counts {
+    /// Share `i` of [`Counts::shares`] as (count, of).
+    fn share(&self, slo: &Slo, i: usize) -> (u64, u64) {
+        let (_, k, n, _) = self.shares(slo)[i];
+        (k, n)
+    }
+
     /// Adds a request that ended (a request llmprobe cancelled has no
     /// outcome of its own and is not added), judged against `p95_limit` seconds.
     pub fn record(&mut self, s: &Sample, p95_limit: f64) {
@@ -226,18 +232,27 @@ pub fn decide(window: &[Counts], current: &Counts, slo: &Slo, confidence: f64) -
 /// every load) keep the break. The test at the stated confidence still
 /// decides: this only withholds a break it would give.
 fn not_one_sweep(sweeps: &[Counts], i: usize, slo: &Slo) -> bool {
-    let share = |c: &Counts| {
-        let (_, k, n, _) = c.shares(slo)[i];
-        (k, n)
-    };
-    let Some(worst) = sweeps.iter().map(share).max_by_key(|(k, _)| *k) else {
+    let Some(worst) = sweeps
+        .iter()
+        .map(|c| c.share(slo, i))
+        .max_by_key(|(k, _)| *k)
+    else {
         return true;
     };
-    let (k, n) = sweeps
-        .iter()
-        .map(share)
-        .fold((0, 0), |(a, b), (k, n)| (a + k, b + n));
+    let (k, n) = share_total(sweeps, i, slo);
     shown_without_worst(k - worst.0, n - worst.1, slo_limit(slo, i))
+}
+
+/// Share `i` of `sweeps`, summed, as (count, of).
+fn share_total<'a>(
+    sweeps: impl IntoIterator<Item = &'a Counts>,
+    i: usize,
+    slo: &Slo,
+) -> (u64, u64) {
+    sweeps
+        .into_iter()
+        .map(|c| c.share(slo, i))
+        .fold((0, 0), |(a, b), (k, n)| (a + k, b + n))
 }
 
 /// Whether `k` of `n`, a pool without its worst sweep, shows a share over
@@ -266,24 +281,16 @@ fn shown_without_worst(k: u64, n: u64, limit: f64) -> bool {
 /// sweeps to read knee 0.
 fn over_without_worst_earlier(window: &[Counts], current: &Counts, i: usize, slo: &Slo) -> bool {
     let limit = slo_limit(slo, i);
-    let share = |c: &Counts| {
-        let (_, k, n, _) = c.shares(slo)[i];
-        (k, n)
-    };
     let beyond = |(k, n): (u64, u64)| k as f64 - limit * n as f64;
     let worst = window
         .iter()
-        .map(share)
+        .map(|c| c.share(slo, i))
         .max_by(|a, b| beyond(*a).total_cmp(&beyond(*b)))
         .unwrap_or((0, 0));
-    if share(current).1 < worst.1 {
+    if current.share(slo, i).1 < worst.1 {
         return true;
     }
-    let (k, n) = window
-        .iter()
-        .chain([current])
-        .map(share)
-        .fold((0, 0), |(a, b), (k, n)| (a + k, b + n));
+    let (k, n) = share_total(window.iter().chain([current]), i, slo);
     binomial::ratio(k - worst.0, n - worst.1) > limit
 }
 
@@ -395,10 +402,7 @@ impl Tally {
         let worst = std::array::from_fn(|i| {
             window
                 .iter()
-                .map(|c| {
-                    let (_, k, n, _) = c.shares(slo)[i];
-                    (k, n)
-                })
+                .map(|c| c.share(slo, i))
                 .max_by_key(|(k, _)| *k)
                 .unwrap_or((0, 0))
         });
